@@ -1,0 +1,71 @@
+# Two commands do all set-up on a fresh machine with Python >= 3.10 and the package registries:
+#   make book   build the course (every notebook executed, full mode)
+#   make test   lint, library tests, nbval on every notebook, the book build (fast mode), HTML checks
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.requirements-installed
+JB     := $(VENV)/bin/jupyter-book
+# Warnings are errors (-W), references are checked (-n), and a notebook that raises fails the
+# build; tests/test_build.py builds a fixture book with a failing notebook using these flags.
+JB_FLAGS := --all -W -n --keep-going
+# The fast build that `make test` checks lives apart from the full one that `make book` writes.
+TEST_BUILD := _build/test
+PYTEST_NB  := -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
+              --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: help venv static book test lint format unit nbval book-fast html-check clean jb-flags
+
+help:
+	@echo "make book   - build the course into _build/html (creates .venv on first use)"
+	@echo "make test   - everything CI runs: lint, unit tests, nbval, fast book build, HTML checks"
+	@echo "make lint   - ruff check and ruff format --check"
+	@echo "make format - ruff format and fix"
+	@echo "make clean  - remove _build (keeps .venv)"
+
+# The venv is (re)built when requirements.txt or pyproject.toml is newer than the stamp.
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed, found " + sys.version.split()[0])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+static: $(STAMP)
+	$(PY) tools/fetch_static.py
+
+book: static
+	$(JB) build $(JB_FLAGS) .
+	@echo "The course is at file://$(CURDIR)/_build/html/index.html"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+unit: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -m "not built" -n 2 tests
+
+nbval: $(STAMP)
+	KVATTN_FAST=1 $(PY) -m pytest $(PYTEST_NB) -n 2 --dist loadfile notebooks
+
+book-fast: static
+	rm -rf $(TEST_BUILD)
+	KVATTN_FAST=1 $(JB) build $(JB_FLAGS) --path-output $(TEST_BUILD) .
+
+html-check: $(STAMP)
+	BUILT_HTML=$(TEST_BUILD)/_build/html $(PY) -m pytest -p no:cacheprovider -m built tests
+
+test: lint unit nbval book-fast html-check
+	@echo "make test: all checks passed"
+
+clean:
+	rm -rf _build
+
+jb-flags:
+	@echo $(JB_FLAGS)

@@ -1,0 +1,290 @@
+"""Data for the course's experiments, all made or found on the machine (no downloads).
+
+* Real text: the Python language reference that ships with every CPython
+  (``pydoc_data.topics``, about 465 kB of English), the standard-library source, or any local
+  text file; a SentencePiece unigram tokenizer trained on it; random next-token batches.
+* A teacher-student regression task (a random tanh network to imitate).
+* A synthetic key-value recall task (memorise a random key → value table).
+"""
+
+from __future__ import annotations
+
+import io
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+import torch
+
+Tensor = torch.Tensor
+
+#: Special tokens and their ids, as in the published PLDR-LLM tokenizer.
+SPECIAL_TOKENS = {"[PAD]": 0, "[UNK]": 1, "[START]": 2, "[END]": 3}
+
+
+def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str:
+    """Return a text corpus.
+
+    Parameters
+    ----------
+    source:
+        ``"pydoc"`` — the Python reference topics of this interpreter (``pydoc_data.topics``),
+        joined in sorted-key order; ``"stdlib"`` — the ``.py`` files of the standard library
+        (sorted paths, test suites excluded); or a path to a UTF-8 text file.
+    max_chars:
+        Truncate to this many characters (``None``: the whole corpus).
+
+    Raises
+    ------
+    FileNotFoundError
+        A path that does not exist.
+    ValueError
+        An empty corpus, or a non-positive ``max_chars``.
+    """
+    if max_chars is not None and max_chars <= 0:
+        raise ValueError(f"max_chars must be positive, got {max_chars}")
+    if source == "pydoc":
+        from pydoc_data.topics import topics
+
+        text = "\n\n".join(topics[key] for key in sorted(topics))
+    elif source == "stdlib":
+        root = Path(sysconfig.get_paths()["stdlib"])
+        parts, total = [], 0
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(root).parts
+            if any(p in ("test", "tests", "idle_test", "site-packages") for p in rel):
+                continue
+            chunk = path.read_text(encoding="utf-8", errors="replace")
+            parts.append(chunk)
+            total += len(chunk)
+            if max_chars is not None and total >= max_chars:
+                break
+        text = "\n\n".join(parts)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"no text file at {path}; source must be 'pydoc', 'stdlib' or a path"
+            )
+        text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise ValueError(f"the corpus {source!r} is empty")
+    return text if max_chars is None else text[:max_chars]
+
+
+def train_tokenizer(text: str, vocab_size: int = 2048) -> spm.SentencePieceProcessor:
+    """Train a SentencePiece unigram tokenizer on ``text``, in memory, deterministically.
+
+    Settings follow the published PLDR-LLM tokenizer: byte fallback, split digits, ids
+    ``[PAD]`` = 0, ``[UNK]`` = 1, ``[START]`` = 2, ``[END]`` = 3 (see :data:`SPECIAL_TOKENS`); the
+    vocabulary is small because the models are. Each non-empty line is one training sentence.
+
+    Raises
+    ------
+    ValueError
+        ``vocab_size`` too small to hold the 4 special and 256 byte tokens, or too large for the
+        text (SentencePiece needs enough distinct pieces).
+    """
+    if vocab_size < 300:
+        raise ValueError(
+            f"vocab_size must be >= 300 (4 special + 256 byte tokens), got {vocab_size}"
+        )
+    lines = [line for line in text.splitlines() if line.strip()]
+    model = io.BytesIO()
+    try:
+        _train_sentencepiece(lines, model, vocab_size)
+    except RuntimeError as err:  # e.g. "Vocabulary size too high" for a short text
+        raise ValueError(
+            f"cannot train a {vocab_size}-piece tokenizer on this text: {err}"
+        ) from None
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def _train_sentencepiece(lines: list[str], model: io.BytesIO, vocab_size: int) -> None:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        byte_fallback=True,
+        split_digits=True,
+        character_coverage=1.0,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        pad_piece="[PAD]",
+        unk_piece="[UNK]",
+        bos_piece="[START]",
+        eos_piece="[END]",
+        num_threads=1,  # one thread makes the result reproducible
+        minloglevel=2,  # keep the C++ trainer's log out of notebook stderr
+    )
+
+
+@dataclass(frozen=True)
+class TokenData:
+    """A tokenised corpus split into a training and a validation stream of token ids (int64)."""
+
+    tokenizer: spm.SentencePieceProcessor
+    train: Tensor
+    val: Tensor
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_piece_size()
+
+    def decode(self, ids: Tensor | list[int]) -> str:
+        """Token ids back to text."""
+        if isinstance(ids, Tensor):
+            ids = ids.tolist()
+        return self.tokenizer.decode(ids)
+
+    def pieces(self, ids: Tensor | list[int]) -> list[str]:
+        """Token ids to their SentencePiece pieces (``▁`` marks a leading space)."""
+        if isinstance(ids, Tensor):
+            ids = ids.tolist()
+        return [self.tokenizer.id_to_piece(i) for i in ids]
+
+
+def tokenize(text: str, vocab_size: int = 2048, val_every: int = 10) -> TokenData:
+    """Train a tokenizer on ``text``, encode it, and hold out every ``val_every``-th document.
+
+    Documents are the paragraphs of the text (separated by blank lines); each is encoded and
+    followed by ``[END]``. Interleaving the held-out documents keeps the validation text from the
+    same topics as the training text, so the validation loss measures generalisation rather than
+    a shift of subject. The tokenizer is trained on the training documents only.
+    """
+    if not isinstance(val_every, int) or val_every < 2:
+        raise ValueError(f"val_every must be an int >= 2, got {val_every!r}")
+    docs = [doc for doc in text.split("\n\n") if doc.strip()]
+    if len(docs) < val_every:
+        raise ValueError(f"need at least {val_every} documents (paragraphs), got {len(docs)}")
+    train_docs = [d for i, d in enumerate(docs) if i % val_every != val_every - 1]
+    val_docs = [d for i, d in enumerate(docs) if i % val_every == val_every - 1]
+    tok = train_tokenizer("\n".join(train_docs), vocab_size)
+    end = SPECIAL_TOKENS["[END]"]
+
+    def encode(chunk: list[str]) -> Tensor:
+        ids: list[int] = []
+        for doc in chunk:
+            ids.extend(tok.encode(doc))
+            ids.append(end)
+        return torch.tensor(ids, dtype=torch.long)
+
+    return TokenData(tok, encode(train_docs), encode(val_docs))
+
+
+def lm_batch(
+    ids: Tensor,
+    batch_size: int,
+    block_size: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A random batch of next-token pairs from a 1-D id stream.
+
+    Returns ``(x, y)``, both int64 of shape ``(batch_size, block_size)``, with
+    ``y[:, t] = ids[start + t + 1]``.
+    """
+    if ids.ndim != 1 or len(ids) < block_size + 1:
+        raise ValueError(
+            f"ids must be 1-D with at least block_size + 1 = {block_size + 1} entries, "
+            f"got shape {tuple(ids.shape)}"
+        )
+    # A window of block_size + 1 ids may start anywhere up to len(ids) - block_size - 1.
+    starts = torch.randint(0, len(ids) - block_size, (batch_size,), generator=generator)
+    offsets = torch.arange(block_size + 1)
+    window = ids[starts[:, None] + offsets]
+    return window[:, :-1].to(device), window[:, 1:].to(device)
+
+
+@dataclass(frozen=True)
+class RegressionTask:
+    """Inputs and targets of a regression task: ``x_*`` ``(n, d_in)``, ``y_*`` ``(n, d_out)``."""
+
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+
+
+def teacher_student(
+    d_in: int = 10,
+    d_out: int = 5,
+    n_train: int = 512,
+    n_test: int = 2048,
+    width: int = 32,
+    seed: int = 0,
+) -> RegressionTask:
+    """A random teacher network y = tanh(x W₁ᵀ + b₁) W₂ to imitate, on inputs with a constant 1.
+
+    The first ``d_in − 1`` input features are N(0, 1); the last is the constant 1, which stands in
+    for the biases that the course's layers leave out (without it every form σ((q·x)(k·x)) would be
+    an even function of x). The teacher is a tanh network, so no student layer (bilinear, ReGLU,
+    SwiGLU, ...) has its form. W₁ ~ N(0, 1/d_in), b₁ ~ N(0, 1), W₂ ~ N(0, 1/width); float32;
+    seeded.
+    """
+    if d_in < 2 or d_out < 1 or n_train < 1 or n_test < 1 or width < 1:
+        raise ValueError("need d_in >= 2 and positive d_out, n_train, n_test, width")
+    gen = torch.Generator().manual_seed(seed)
+    W1 = torch.randn(width, d_in, generator=gen) / d_in**0.5
+    b1 = torch.randn(width, generator=gen)
+    W2 = torch.randn(width, d_out, generator=gen) / width**0.5
+    x = torch.randn(n_train + n_test, d_in, generator=gen)
+    x[:, -1] = 1.0
+    y = torch.tanh(x @ W1.T + b1) @ W2
+    return RegressionTask(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
+
+
+def quadratic_task(
+    A: Tensor,
+    n_train: int = 1024,
+    n_test: int = 1024,
+    seed: int = 0,
+    constant_feature: bool = True,
+) -> RegressionTask:
+    """Targets that are known quadratic forms, y_o = x A_o xᵀ, for reading interaction tensors.
+
+    ``A`` has shape ``(d_out, d, d)``. Inputs are N(0, I) in every feature except, with
+    ``constant_feature``, the last one, fixed at 1 so that A can also hold linear terms
+    (entries pairing a feature with the constant) and offsets. Only the symmetric part of each
+    A_o affects y. float32; seeded.
+    """
+    if A.ndim != 3 or A.shape[1] != A.shape[2]:
+        raise ValueError(f"A must have shape (d_out, d, d), got {tuple(A.shape)}")
+    gen = torch.Generator().manual_seed(seed)
+    d = A.shape[-1]
+    x = torch.randn(n_train + n_test, d, generator=gen)
+    if constant_feature:
+        x[:, -1] = 1.0
+    y = torch.einsum("ni,oij,nj->no", x, A.float(), x)
+    return RegressionTask(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """A key → value table to memorise.
+
+    ``keys`` has shape ``(n_pairs, d)``; ``values`` is int64 of shape ``(n_pairs,)``.
+    """
+
+    keys: Tensor
+    values: Tensor
+    n_values: int
+
+
+def key_value_recall(
+    n_pairs: int = 512, d: int = 32, n_values: int = 64, seed: int = 0
+) -> RecallTask:
+    """A synthetic key-value memory task: random keys on the sphere of radius √d, each assigned a
+    uniformly random value class. A layer of d inputs and ``n_values`` logits must store the table;
+    accuracy on the keys measures how much it can hold."""
+    if n_pairs < 1 or d < 1 or n_values < 2:
+        raise ValueError("need n_pairs >= 1, d >= 1 and n_values >= 2")
+    gen = torch.Generator().manual_seed(seed)
+    keys = torch.randn(n_pairs, d, generator=gen)
+    keys = keys / keys.norm(dim=1, keepdim=True) * d**0.5
+    values = torch.randint(0, n_values, (n_pairs,), generator=gen)
+    return RecallTask(keys, values, n_values)

@@ -1,0 +1,498 @@
+"""Plotly figures of the course: the static-book face of every explorer, and the chapters' plots.
+
+Figures are built from the outputs of the compute functions in the other modules; nothing here
+trains or measures. Every explorer's plotly face precomputes its frames, so sliders and buttons
+work in the static book with no kernel. Sizes are kept small (rounded values, modest grids)
+because each figure's data is embedded in its page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from .memories import SlotReport
+from .symmetry import SymmetryProfile
+
+#: One colour per layer kind, the same in every chapter (Okabe-Ito, colour-blind safe).
+COLORS = {
+    "key_value": "#000000",
+    "bilinear": "#0072B2",
+    "symmetric_rank1": "#56B4E9",
+    "reglu": "#E69F00",
+    "swiglu": "#D55E00",
+    "geglu": "#009E73",
+    "glu": "#CC79A7",
+    "full_bilinear": "#F0E442",
+    "gated_rank_r": "#999999",
+    "identity": "#0072B2",
+    "relu": "#E69F00",
+    "silu": "#D55E00",
+    "gelu": "#009E73",
+    "sigmoid": "#CC79A7",
+}
+
+LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=60, r=20, t=60, b=50))
+
+
+def _round(x: torch.Tensor | np.ndarray | Sequence[float], digits: int = 4) -> list:
+    """Round for embedding in a page (keeps figure JSON small)."""
+    array = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    return np.round(array.astype(float), digits).tolist()
+
+
+def color(kind: str) -> str | None:
+    """The house colour of a layer kind or activation name (None: plotly's default cycle)."""
+    return COLORS.get(kind)
+
+
+def line_plot(
+    x: Sequence[float] | torch.Tensor,
+    series: Mapping[str, Sequence[float] | torch.Tensor],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    colors: Mapping[str, str] | None = None,
+    height: int = 400,
+) -> go.Figure:
+    """One line per entry of ``series`` against the shared ``x``."""
+    fig = go.Figure()
+    for name, y in series.items():
+        c = (colors or {}).get(name) or color(name)
+        fig.add_trace(
+            go.Scatter(x=_round(x), y=_round(y, 5), mode="lines", name=name, line=dict(color=c))
+        )
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
+    if log_x:
+        fig.update_xaxes(type="log")
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def loss_curves(
+    histories: Mapping[str, object],
+    *,
+    title: str,
+    yaxis: str = "loss",
+    log_y: bool = True,
+    height: int = 400,
+) -> go.Figure:
+    """Training-loss curves of several :class:`kvattn.train.History` records."""
+    fig = go.Figure()
+    for name, h in histories.items():
+        fig.add_trace(
+            go.Scatter(
+                x=h.steps,
+                y=_round(h.loss, 5),
+                mode="lines",
+                name=name,
+                line=dict(color=color(name)),
+            )
+        )
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title=yaxis, height=height, **LAYOUT)
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def heatmap_grid(
+    panels: Mapping[str, torch.Tensor],
+    *,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    cols: int = 4,
+    symmetric: bool = True,
+    height: int | None = None,
+) -> go.Figure:
+    """Small multiples: one heat-map per entry of ``panels`` (each ``(len(y), len(x))``), on one
+    shared diverging colour scale centred at 0 when ``symmetric``."""
+    names = list(panels)
+    rows = -(-len(names) // cols)
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.04, vertical_spacing=0.12
+    )
+    zmax = max(float(p.abs().max()) for p in panels.values()) if symmetric else None
+    for i, name in enumerate(names):
+        fig.add_trace(
+            go.Heatmap(
+                z=_round(panels[name], 3),
+                x=_round(x, 3),
+                y=_round(y, 3),
+                colorscale="RdBu_r" if symmetric else "Viridis",
+                zmin=-zmax if symmetric else None,
+                zmax=zmax,
+                showscale=i == 0,
+                colorbar=dict(len=0.8),
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+        fig.update_xaxes(title_text=xaxis, row=i // cols + 1, col=i % cols + 1)
+    fig.update_yaxes(title_text=yaxis, col=1)
+    fig.update_yaxes(scaleanchor="x", scaleratio=1)
+    fig.update_layout(title=title, height=height or 320 * rows + 80, **LAYOUT)
+    return fig
+
+
+def _short(label: str) -> str:
+    """The value part of a label like "Swish-β (β=2)" (for slider ticks)."""
+    return label.split("=")[-1].rstrip(")") if "=" in label else label
+
+
+def slider(frame_names: Sequence[str], labels: Sequence[str], prefix: str) -> dict:
+    """A plotly slider that jumps (no animation) between the named frames."""
+    steps = [
+        dict(
+            method="animate",
+            label=label,
+            args=[
+                [name],
+                dict(
+                    mode="immediate",
+                    frame=dict(duration=0, redraw=True),
+                    transition=dict(duration=0),
+                ),
+            ],
+        )
+        for name, label in zip(frame_names, labels, strict=True)
+    ]
+    return dict(active=0, currentvalue=dict(prefix=prefix), pad=dict(t=60), steps=steps)
+
+
+def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryProfile) -> go.Figure:
+    """The static face of the symmetry explorer: a slider over precomputed activations.
+
+    Left: the pointwise exchange violation σ(a)b − σ(b)a. Middle: the gate g(z) = σ(z)/z, with
+    ``reference`` drawn for comparison. Right: the scale violation E_sc(α). The title reports
+    the exchange violation E_ex. ``profiles`` are typically Swish-β for a range of β.
+    """
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        column_widths=[0.36, 0.32, 0.32],
+        horizontal_spacing=0.08,
+        subplot_titles=("σ(a)b − σ(b)a", "gate g(z) = σ(z)/z", "scale violation E_sc(α)"),
+    )
+    zmax = max(float(p.violation.abs().max()) for p in profiles)
+    first = profiles[0]
+    fig.add_trace(
+        go.Heatmap(
+            z=_round(first.violation, 3),
+            x=_round(first.grid, 3),
+            y=_round(first.grid, 3),
+            colorscale="RdBu_r",
+            zmin=-zmax,
+            zmax=zmax,
+            colorbar=dict(x=0.3, len=0.9),
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=_round(reference.grid, 3),
+            y=_round(reference.gate, 4),
+            name=reference.label,
+            line=dict(color="#999999", dash="dash"),
+        ),
+        1,
+        2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=_round(first.grid, 3),
+            y=_round(first.gate, 4),
+            name="gate",
+            line=dict(color=COLORS["swiglu"]),
+        ),
+        1,
+        2,
+    )
+    pos = first.alphas > 0
+    fig.add_trace(
+        go.Scatter(
+            x=_round(first.alphas[pos], 4),
+            y=_round(first.scale[pos], 4),
+            name="α > 0",
+            mode="lines+markers",
+            line=dict(color=COLORS["swiglu"]),
+        ),
+        1,
+        3,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=_round(-first.alphas[~pos], 4),
+            y=_round(first.scale[~pos], 4),
+            name="α < 0 (at |α|)",
+            mode="lines+markers",
+            line=dict(color=COLORS["bilinear"]),
+        ),
+        1,
+        3,
+    )
+
+    def title(p: SymmetryProfile) -> str:
+        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}"
+
+    frames = []
+    for p in profiles:
+        pos = p.alphas > 0
+        frames.append(
+            go.Frame(
+                name=p.label,
+                data=[
+                    go.Heatmap(z=_round(p.violation, 3)),
+                    go.Scatter(y=_round(p.gate, 4)),
+                    go.Scatter(y=_round(p.scale[pos], 4)),
+                    go.Scatter(y=_round(p.scale[~pos], 4)),
+                ],
+                traces=[0, 2, 3, 4],
+                layout=dict(title_text=title(p)),
+            )
+        )
+    fig.frames = frames
+    fig.update_layout(
+        title=title(first),
+        height=440,
+        sliders=[slider([f.name for f in frames], [_short(p.label) for p in profiles], "β = ")],
+        legend=dict(orientation="h", y=-0.5),
+        **LAYOUT,
+    )
+    fig.update_xaxes(title_text="b", row=1, col=1)
+    fig.update_yaxes(title_text="a", row=1, col=1)
+    fig.update_xaxes(title_text="z", row=1, col=2)
+    fig.update_xaxes(title_text="|α|", type="log", row=1, col=3)
+    fig.update_yaxes(range=[-0.05, 1.3], row=1, col=2)
+    return fig
+
+
+def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
+    """The static face of the key-value memory explorer: a slider over precomputed slots.
+
+    Left, the slot's top trigger examples (context, **last token**, the token that followed);
+    right, the top next tokens of its value. Tokens are SentencePiece pieces (▁ = space).
+    """
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.62, 0.38],
+        horizontal_spacing=0.1,
+        specs=[[{"type": "table"}, {"type": "xy"}]],
+        subplot_titles=("key: top trigger examples", "value: most raised next tokens"),
+    )
+
+    def cells(r: SlotReport) -> list[list[str]]:
+        return [
+            [repr(c)[1:-1][-40:] for c, _, _, _ in r.triggers],
+            [repr(last)[1:-1] for _, last, _, _ in r.triggers],
+            [repr(nxt)[1:-1] for _, _, nxt, _ in r.triggers],
+            [f"{coef:.2f}" for *_, coef in r.triggers],
+        ]
+
+    def bars(r: SlotReport) -> tuple[list[float], list[str]]:
+        return (
+            [round(p, 3) for _, p in r.value_tokens][::-1],
+            [f"{t} " for t, _ in r.value_tokens][::-1],
+        )
+
+    first = reports[0]
+    fig.add_trace(
+        go.Table(
+            header=dict(values=["context", "last token", "next token", "σ(x·k)"], align="left"),
+            cells=dict(values=cells(first), align="left", height=24),
+            columnwidth=[3.2, 1.2, 1.2, 0.8],
+        ),
+        1,
+        1,
+    )
+    px, py = bars(first)
+    fig.add_trace(go.Bar(x=px, y=py, orientation="h", marker_color=COLORS["bilinear"]), 1, 2)
+
+    def label(r: SlotReport) -> str:
+        return f"{title}: layer {r.layer}, slot {r.slot}"
+
+    fig.frames = [
+        go.Frame(
+            name=str(r.slot),
+            data=[go.Table(cells=dict(values=cells(r))), go.Bar(x=bars(r)[0], y=bars(r)[1])],
+            traces=[0, 1],
+            layout=dict(title_text=label(r)),
+        )
+        for r in reports
+    ]
+    fig.update_layout(
+        title=label(first),
+        height=430,
+        showlegend=False,
+        sliders=[slider([str(r.slot) for r in reports], [str(r.slot) for r in reports], "slot ")],
+        **LAYOUT,
+    )
+    fig.update_xaxes(title_text="probability ÷ uniform", row=1, col=2)
+    return fig
+
+
+def line_slider(
+    x: Sequence[float] | torch.Tensor,
+    fixed: Mapping[str, Sequence[float]],
+    frames: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    prefix: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    height: int = 440,
+) -> go.Figure:
+    """Lines against a shared ``x``: the ``fixed`` series always, plus series that a slider
+    switches between. ``frames`` maps each slider label to its series (same names in every frame).
+    """
+    fig = go.Figure()
+    for name, y in fixed.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_round(x), y=_round(y, 6), mode="lines", name=name, line=dict(color=color(name))
+            )
+        )
+    labels = list(frames)
+    first = frames[labels[0]]
+    n_fixed = len(fixed)
+    for name, y in first.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_round(x),
+                y=_round(y, 6),
+                mode="lines+markers",
+                name=name,
+                line=dict(color=color(name), width=3),
+            )
+        )
+    fig.frames = [
+        go.Frame(
+            name=label,
+            data=[go.Scatter(y=_round(frames[label][n], 6), name=n) for n in first],
+            traces=list(range(n_fixed, n_fixed + len(first))),
+        )
+        for label in labels
+    ]
+    fig.update_layout(
+        title=title,
+        xaxis_title=xaxis,
+        yaxis_title=yaxis,
+        height=height,
+        sliders=[slider(labels, labels, prefix)],
+        **LAYOUT,
+    )
+    if log_x:
+        fig.update_xaxes(type="log")
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def bar_with_errors(
+    names: Sequence[str],
+    means: Sequence[float],
+    errors: Sequence[float] | None = None,
+    *,
+    title: str,
+    yaxis: str,
+    colors: Sequence[str | None] | None = None,
+    height: int = 380,
+    y_range: tuple[float, float] | None = None,
+) -> go.Figure:
+    """A bar per name with optional symmetric error bars."""
+    fig = go.Figure(
+        go.Bar(
+            x=list(names),
+            y=_round(means, 5),
+            error_y=None if errors is None else dict(type="data", array=_round(errors, 5)),
+            marker_color=list(colors) if colors else [color(n) for n in names],
+        )
+    )
+    fig.update_layout(title=title, yaxis_title=yaxis, height=height, **LAYOUT)
+    if y_range:
+        fig.update_yaxes(range=list(y_range))
+    return fig
+
+
+def interaction_explorer(
+    B: torch.Tensor,
+    feature_names: Sequence[str],
+    output_names: Sequence[str],
+    target: torch.Tensor | None = None,
+) -> go.Figure:
+    """The static face of the interaction-tensor explorer: a slider over outputs o.
+
+    Shows sym(B_o) as a heat-map (beside ``target[o]`` if given, same colour scale) and the
+    eigenvalues of sym(B_o), from :func:`kvattn.interaction.eigendecompose`.
+    """
+    from .interaction import eigendecompose, symmetrise
+
+    S = symmetrise(B.detach().cpu().double())
+    eigenvalues, _ = eigendecompose(S)
+    panels = ["target A_o", "learned sym(B_o)"] if target is not None else ["sym(B_o)"]
+    cols = len(panels) + 1
+    fig = make_subplots(
+        rows=1,
+        cols=cols,
+        subplot_titles=[*panels, "eigenvalues of sym(B_o)"],
+        horizontal_spacing=0.08,
+    )
+    zmax = float(S.abs().max())
+    if target is not None:
+        zmax = max(zmax, float(target.abs().max()))
+    names = list(feature_names)
+
+    def heat(matrix: torch.Tensor, show: bool) -> go.Heatmap:
+        return go.Heatmap(
+            z=_round(matrix, 3),
+            x=names,
+            y=names,
+            colorscale="RdBu_r",
+            zmin=-zmax,
+            zmax=zmax,
+            showscale=show,
+        )
+
+    def traces(o: int) -> list:
+        out = [heat(target[o], False)] if target is not None else []
+        out.append(heat(S[o], True))
+        out.append(
+            go.Bar(
+                x=list(range(1, len(names) + 1)),
+                y=_round(eigenvalues[o].flip(0), 4),
+                marker_color=COLORS["bilinear"],
+            )
+        )
+        return out
+
+    for c, trace in enumerate(traces(0), start=1):
+        fig.add_trace(trace, 1, c)
+    fig.frames = [
+        go.Frame(name=output_names[o], data=traces(o), traces=list(range(cols)))
+        for o in range(len(output_names))
+    ]
+    for c in range(1, cols):
+        fig.update_yaxes(autorange="reversed", scaleanchor=f"x{c if c > 1 else ''}", row=1, col=c)
+    fig.update_xaxes(title_text="eigenvalue index (descending)", row=1, col=cols)
+    fig.update_layout(
+        title="Interaction matrices of a trained bilinear layer",
+        height=420,
+        showlegend=False,
+        sliders=[slider(list(output_names), list(output_names), "output: ")],
+        **LAYOUT,
+    )
+    return fig

@@ -1,0 +1,200 @@
+"""Reading a trained feed-forward layer as a key-value memory (Geva et al. 2021).
+
+* A *key* k_j is a pattern detector: its memory coefficient σ(x_t·k_j) at each prefix t of real
+  text ranks the prefixes; the top ones are the key's *trigger examples*.
+* A *value* v_j, read out through the output head, is a distribution over the next token.
+* *Agreement*: how often a value's top token is the token that actually followed its key's top
+  trigger example — compared with the same statistic for randomly re-paired keys and values.
+
+All functions take a :class:`kvattn.lm.TinyLM` and a 1-D stream of token ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .data import TokenData
+from .lm import TinyLM
+from .mlp import KeyValueMLP
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """Top trigger examples of every slot of one layer.
+
+    ``coefficient[j, i]`` is the i-th largest memory coefficient of slot j over the scanned
+    prefixes; ``position[j, i]`` the index in the scanned stream of that prefix's last token (so
+    ``stream[position + 1]`` is the token that followed). Shapes ``(n_slots, top_k)``.
+    """
+
+    coefficient: Tensor
+    position: Tensor
+    stream: Tensor
+
+
+@torch.no_grad()
+def top_triggers(
+    model: TinyLM,
+    ids: Tensor,
+    layer: int,
+    top_k: int = 10,
+    max_windows: int = 400,
+    batch_size: int = 32,
+) -> Triggers:
+    """Scan consecutive windows of ``ids`` and keep, for every slot of ``layer``, the ``top_k``
+    prefixes with the largest memory coefficient.
+
+    Each window has the model's block size; a prefix sees only its own window (the model's
+    context). The last position of each window is skipped, so every prefix has a next token.
+    """
+    if not 0 <= layer < len(model.blocks):
+        raise ValueError(f"layer must lie in [0, {len(model.blocks)}), got {layer}")
+    T = model.cfg.block_size
+    n = min(max_windows, (len(ids) - 1) // T)
+    if n < 1:
+        raise ValueError(f"need more than {T + 1} ids, got {len(ids)}")
+    stream = ids[: n * T + 1]
+    device = next(model.parameters()).device
+    best_c = best_p = None
+    for start in range(0, n, batch_size):
+        stop = min(n, start + batch_size)
+        x = stream[start * T : stop * T].view(stop - start, T).to(device)
+        coeff = model.memory_coefficients(x, layer)[:, :-1]  # (b, T-1, m)
+        pos = (
+            torch.arange(start, stop, device=device)[:, None] * T
+            + torch.arange(T - 1, device=device)[None, :]
+        )  # (b, T-1)
+        c = coeff.reshape(-1, coeff.shape[-1]).T  # (m, b*(T-1))
+        p = pos.reshape(-1).expand_as(c)
+        if best_c is not None:
+            c, p = torch.cat([best_c, c], 1), torch.cat([best_p, p], 1)
+        best_c, idx = c.topk(min(top_k, c.shape[1]), dim=1)
+        best_p = p.gather(1, idx)
+    return Triggers(best_c.cpu(), best_p.cpu(), stream)
+
+
+@torch.no_grad()
+def value_distributions(model: TinyLM, layer: int) -> Tensor:
+    """Next-token distribution of every value of ``layer``: softmax(v_j W_Uᵀ).
+
+    Shape ``(n_slots, vocab)``, on the CPU.
+    """
+    return torch.softmax(model.value_logits(layer), dim=-1).cpu()
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement between values and their keys' trigger examples (Geva et al. 2021, §4).
+
+    ``rate``: fraction of slots whose value's top token equals the token after the slot's top
+    trigger; ``baseline``: the same with values paired with other slots' keys (mean over
+    ``n_shuffles`` random pairings); ``rank``: for each slot, the rank (0 = top) of that next
+    token in the value's distribution.
+    """
+
+    rate: float
+    baseline: float
+    rank: Tensor
+
+
+def agreement(triggers: Triggers, values: Tensor, n_shuffles: int = 20, seed: int = 0) -> Agreement:
+    """Compare each value's top token with the token following its key's top trigger example."""
+    next_token = triggers.stream[triggers.position[:, 0] + 1]  # (m,)
+    top_token = values.argmax(-1)
+    rate = float((top_token == next_token).float().mean())
+    gen = torch.Generator().manual_seed(seed)
+    shuffled = [
+        float(
+            (top_token[torch.randperm(len(top_token), generator=gen)] == next_token).float().mean()
+        )
+        for _ in range(n_shuffles)
+    ]
+    target_p = values.gather(1, next_token[:, None])
+    rank = (values > target_p).sum(1)
+    return Agreement(rate, sum(shuffled) / n_shuffles, rank)
+
+
+def pattern_consistency(triggers: Triggers) -> Tensor:
+    """For each slot, the fraction of its top triggers that end in the slot's most common last
+    token: 1 means a "shallow" key that fires on one token, low values a key that fires on a
+    broader pattern. Shape ``(n_slots,)``."""
+    last = triggers.stream[triggers.position]  # (m, top_k)
+    counts = (last[:, :, None] == last[:, None, :]).sum(-1)  # (m, top_k)
+    return counts.max(-1).values.float() / last.shape[1]
+
+
+@dataclass(frozen=True)
+class SlotReport:
+    """What one memory slot stores: its top trigger examples and its value's top next tokens.
+
+    ``triggers`` holds ``(context, last, next, coefficient)`` per example: the text before the
+    prefix's last token, that token, the token that actually followed, and the memory
+    coefficient. ``value_tokens`` holds ``(token, lift)`` for the value's most likely next tokens,
+    where lift = probability × vocabulary size, the factor by which the value raises the token
+    above a uniform guess (small models have small values, so raw probabilities are all tiny).
+    """
+
+    layer: int
+    slot: int
+    triggers: list[tuple[str, str, str, float]]
+    value_tokens: list[tuple[str, float]]
+
+
+def slot_report(
+    data: TokenData,
+    triggers: Triggers,
+    values: Tensor,
+    layer: int,
+    slot: int,
+    n_triggers: int = 5,
+    n_tokens: int = 8,
+    context: int = 8,
+) -> SlotReport:
+    """Describe slot ``slot`` of ``layer`` (the compute function of the chapter's explorer).
+
+    ``triggers`` and ``values`` are :func:`top_triggers` and :func:`value_distributions` of that
+    layer; ``context`` is the number of tokens shown before each trigger's last token.
+    """
+    if not 0 <= slot < values.shape[0]:
+        raise ValueError(f"slot must lie in [0, {values.shape[0]}), got {slot}")
+    stream = triggers.stream
+    examples = []
+    for i in range(min(n_triggers, triggers.position.shape[1])):
+        pos = int(triggers.position[slot, i])
+        start = max(0, pos - context)
+        examples.append(
+            (
+                data.decode(stream[start:pos]),
+                data.decode(stream[pos : pos + 1]),
+                data.decode(stream[pos + 1 : pos + 2]),
+                float(triggers.coefficient[slot, i]),
+            )
+        )
+    probs, ids = values[slot].topk(n_tokens)
+    vocab = values.shape[1]
+    tokens = [(data.pieces([int(t)])[0], float(p) * vocab) for p, t in zip(probs, ids, strict=True)]
+    return SlotReport(layer, slot, examples, tokens)
+
+
+def absorb_global_query(layer: KeyValueMLP, Q: Tensor) -> KeyValueMLP:
+    """A key-value layer that computes σ((x Q) W_kᵀ) W_v without Q: its keys are k'_j = Q k_j.
+
+    A single query matrix shared by all slots adds nothing, since (xQ)·k_j = x·(Q k_j)
+    (course, chapter 1). ``Q`` has shape ``(d_model, d_model)``; returns a new layer with
+    ``W_k' = W_k Qᵀ``.
+    """
+    if Q.shape != (layer.d_model, layer.d_model):
+        raise ValueError(
+            f"Q must have shape ({layer.d_model}, {layer.d_model}), got {tuple(Q.shape)}"
+        )
+    with torch.random.fork_rng(devices=[]):  # the throw-away initial weights use no global RNG
+        new = KeyValueMLP(layer.d_model, layer.n_slots, layer.d_out, act=layer.act)
+    new = new.to(device=layer.W_k.device, dtype=layer.W_k.dtype)
+    with torch.no_grad():
+        new.W_k.copy_(layer.W_k @ Q.T)
+        new.W_v.copy_(layer.W_v)
+    return new

@@ -1,0 +1,360 @@
+"""Exchange and inverse-scale symmetries of bilinear and gated layers: metrics, transforms,
+conserved quantities and an effective-parameter count.
+
+The two symmetries of one slot's score (q·x)(k·x) (Breslow 2026):
+
+* exchange  q ↔ k;
+* inverse scale  (q, k) → (αq, k/α), α ≠ 0.
+
+The rank-1 symmetric form σ((q·x)(k·x)) keeps both for every σ. The gated form σ(q·x)(k·x) keeps
+exchange only if σ is linear, and the scale symmetry for α > 0 only if σ is positively homogeneous
+(ReLU); for α < 0 only if σ is linear. The scalar metrics below measure how badly each σ breaks
+them, for a, b ~ N(0, 1) independent (course chapter 4):
+
+    exchange violation  E_ex(σ)   = E[(σ(a)b − σ(b)a)²] / E[(σ(a)b)²]
+    scale violation     E_sc(σ,α) = E[(σ(αa)b/α − σ(a)b)²] / E[(σ(a)b)²]
+
+Both reduce to one-dimensional Gaussian integrals, because b is independent of a:
+
+    E_ex = 2 − 2 E[a σ(a)]² / E[σ(a)²],        E_sc = E[(σ(αa)/α − σ(a))²] / E[σ(a)²],
+
+which :func:`gaussian_expectation` evaluates by composite Simpson quadrature (error below 1e-9 for
+the named activations). A seeded Monte Carlo estimate of the original two-dimensional expectation is
+offered for comparison; it is heavy-tailed, so it needs millions of samples for two digits.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .activations import Activation, resolve
+from .mlp import SlotMLP
+
+Tensor = torch.Tensor
+ActLike = str | Callable[[Tensor], Tensor] | Activation
+
+_QUAD_HALF_WIDTH = 12.0  # N(0,1) mass beyond ±12 is below 1e-32
+_QUAD_INTERVALS = 24_000  # even; the grid contains z = 0, where ReLU-like σ have their kink
+
+
+def gaussian_expectation(f: Callable[[Tensor], Tensor]) -> float:
+    """E[f(z)] for z ~ N(0, 1), by composite Simpson quadrature on [−12, 12] in float64.
+
+    ``f`` maps a float64 tensor of shape ``(n,)`` to one of the same shape. The grid has a node at
+    0, so integrands with a kink there (ReLU, Heaviside gates) converge at the full Simpson rate on
+    each half-line.
+    """
+    n = _QUAD_INTERVALS
+    z = torch.linspace(-_QUAD_HALF_WIDTH, _QUAD_HALF_WIDTH, n + 1, dtype=torch.float64)
+    h = 2 * _QUAD_HALF_WIDTH / n
+    w = torch.ones(n + 1, dtype=torch.float64)
+    w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+    density = torch.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
+    values = f(z)
+    if values.shape != z.shape:
+        raise ValueError(f"integrand must return shape {tuple(z.shape)}, got {tuple(values.shape)}")
+    return float((w * density * values).sum() * h / 3)
+
+
+def _check_method(method: str, n_samples: int) -> None:
+    if method not in ("quadrature", "monte_carlo"):
+        raise ValueError(f"method must be 'quadrature' or 'monte_carlo', got {method!r}")
+    if method == "monte_carlo" and (not isinstance(n_samples, int) or n_samples < 2):
+        raise ValueError(f"n_samples must be an int >= 2, got {n_samples!r}")
+
+
+def _monte_carlo_ratio(
+    numerator: Callable[[Tensor, Tensor], Tensor],
+    denominator: Callable[[Tensor, Tensor], Tensor],
+    n_samples: int,
+    seed: int,
+) -> float:
+    """E[num(a,b)] / E[den(a,b)] over seeded a, b ~ N(0,1), in float64 chunks of 2^20."""
+    gen = torch.Generator().manual_seed(seed)
+    num = den = 0.0
+    remaining = n_samples
+    while remaining > 0:
+        n = min(remaining, 1 << 20)
+        a = torch.randn(n, generator=gen, dtype=torch.float64)
+        b = torch.randn(n, generator=gen, dtype=torch.float64)
+        num += float(numerator(a, b).sum())
+        den += float(denominator(a, b).sum())
+        remaining -= n
+    return num / den
+
+
+def exchange_violation(
+    act: ActLike,
+    beta: float | None = None,
+    *,
+    method: str = "quadrature",
+    n_samples: int = 1 << 22,
+    seed: int = 0,
+) -> float:
+    """Normalised exchange violation E[(σ(a)b − σ(b)a)²] / E[(σ(a)b)²], a, b ~ N(0,1) i.i.d.
+
+    0 exactly for linear σ, exactly 1 for ReLU, between for SiLU and GELU, and monotone in β for
+    Swish-β (0 as β → 0, the ReLU value as β → ∞). Dimensionless.
+
+    Parameters
+    ----------
+    act, beta:
+        The activation, by name or callable (see :func:`kvattn.activations.resolve`).
+    method:
+        ``"quadrature"`` (default; deterministic, ≈1e-10 accurate) or ``"monte_carlo"``
+        (``n_samples`` seeded draws of (a, b); relative error about 1 % at 2²² samples).
+
+    Raises
+    ------
+    ValueError
+        Unknown activation or method, or E[σ(a)²] = 0 (σ vanishes almost everywhere).
+    """
+    _check_method(method, n_samples)
+    sigma = resolve(act, beta)
+    if method == "monte_carlo":
+        return _monte_carlo_ratio(
+            lambda a, b: (sigma(a) * b - sigma(b) * a) ** 2,
+            lambda a, b: (sigma(a) * b) ** 2,
+            n_samples,
+            seed,
+        )
+    second_moment = gaussian_expectation(lambda z: sigma(z) ** 2)
+    if second_moment <= 0:
+        raise ValueError(f"E[σ(a)²] = 0 for {sigma.label}; the violation is undefined")
+    cross = gaussian_expectation(lambda z: z * sigma(z))
+    # Clamp: for linear σ the two terms cancel to rounding error.
+    return max(0.0, 2.0 - 2.0 * cross**2 / second_moment)
+
+
+def scale_violation(
+    act: ActLike,
+    alpha: float,
+    beta: float | None = None,
+    *,
+    method: str = "quadrature",
+    n_samples: int = 1 << 22,
+    seed: int = 0,
+) -> float:
+    """Normalised inverse-scale violation E[(σ(αa)b/α − σ(a)b)²] / E[(σ(a)b)²], a, b ~ N(0,1).
+
+    Zero for every α ≠ 0 when σ is linear; zero for α > 0 (and 2 for α = −1) for ReLU, which is
+    positively homogeneous; positive for every α ≠ 1 for SiLU and GELU. Dimensionless.
+
+    Raises
+    ------
+    ValueError
+        α = 0 or non-finite, or the conditions of :func:`exchange_violation`.
+    """
+    alpha = float(alpha)
+    if alpha == 0 or not math.isfinite(alpha):
+        raise ValueError(f"alpha must be finite and non-zero, got {alpha}")
+    _check_method(method, n_samples)
+    sigma = resolve(act, beta)
+    if method == "monte_carlo":
+        return _monte_carlo_ratio(
+            lambda a, b: ((sigma(alpha * a) / alpha - sigma(a)) * b) ** 2,
+            lambda a, b: (sigma(a) * b) ** 2,
+            n_samples,
+            seed,
+        )
+    second_moment = gaussian_expectation(lambda z: sigma(z) ** 2)
+    if second_moment <= 0:
+        raise ValueError(f"E[σ(a)²] = 0 for {sigma.label}; the violation is undefined")
+    return (
+        gaussian_expectation(lambda z: (sigma(alpha * z) / alpha - sigma(z)) ** 2) / second_moment
+    )
+
+
+def exchange_violation_map(act: ActLike, a: Tensor, b: Tensor, beta: float | None = None) -> Tensor:
+    """Pointwise exchange violation σ(a)b − σ(b)a = ab·(g(a) − g(b)), broadcast over a and b.
+
+    Zero on both axes and on the diagonal a = b; for ReLU also on the quadrants where a and b
+    share a sign.
+    """
+    sigma = resolve(act, beta)
+    return sigma(a) * b - sigma(b) * a
+
+
+def scale_violation_map(
+    act: ActLike, a: Tensor, alpha: Tensor, beta: float | None = None
+) -> Tensor:
+    """Pointwise scale violation σ(αa)/α − σ(a), broadcast over a and α (α must be non-zero)."""
+    if (alpha == 0).any():
+        raise ValueError("alpha must be non-zero")
+    sigma = resolve(act, beta)
+    return sigma(alpha * a) / alpha - sigma(a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transforms of a (trained) layer
+
+
+def _require_qk(module: nn.Module) -> None:
+    if not (hasattr(module, "W_q") and hasattr(module, "W_k")):
+        raise TypeError(
+            f"{type(module).__name__} has no query/key pair; expected a module with W_q and W_k "
+            "(GatedMLP, SymmetricRank1Bilinear, FullBilinearAttentionMLP, GatedRankRMLP)"
+        )
+
+
+def swap_qk(module: nn.Module) -> nn.Module:
+    """A copy of ``module`` with its query and key weights exchanged (q_j ↔ k_j for every slot).
+
+    The original is left untouched. For the symmetric forms the copy computes the same function;
+    for a gated MLP it moves the gate onto the former key.
+    """
+    _require_qk(module)
+    new = copy.deepcopy(module)
+    with torch.no_grad():
+        new.W_q.copy_(module.W_k)
+        new.W_k.copy_(module.W_q)
+    return new
+
+
+def rescale(module: nn.Module, alpha: float, pair: tuple[str, str] = ("W_q", "W_k")) -> nn.Module:
+    """A copy of ``module`` with the first weight of ``pair`` multiplied by α and the second
+    divided by α, slot by slot (default: q_j → αq_j, k_j → k_j/α).
+
+    ``pair=("W_k", "W_v")`` applies the up/down rescaling that every gated MLP keeps (its key
+    factor enters linearly). α must be finite and non-zero.
+    """
+    alpha = float(alpha)
+    if alpha == 0 or not math.isfinite(alpha):
+        raise ValueError(f"alpha must be finite and non-zero, got {alpha}")
+    first, second = pair
+    for name in pair:
+        if not isinstance(getattr(module, name, None), nn.Parameter):
+            raise TypeError(f"{type(module).__name__} has no weight {name!r}")
+    new = copy.deepcopy(module)
+    with torch.no_grad():
+        getattr(new, first).mul_(alpha)
+        getattr(new, second).div_(alpha)
+    return new
+
+
+def conserved_quantities(module: SlotMLP) -> dict[str, Tensor]:
+    """Per-slot differences of squared norms that gradient flow conserves under a scale symmetry.
+
+    Returns a dict of tensors of shape ``(n_slots,)``: ``"qk"`` = ‖q_j‖² − ‖k_j‖²,
+    ``"kv"`` = ‖k_j‖² − ‖v_j‖², ``"qv"`` = ‖q_j‖² − ‖v_j‖² (a key-value MLP has only ``"kv"``).
+    Norms include every rank component of rank-r slots.
+
+    A continuous symmetry (u, w) → (αu, w/α) of the loss makes ‖u‖² − ‖w‖² constant along gradient
+    flow (Du, Hu & Lee 2018; Kunin et al. 2021): the bilinear layer has all three, ReGLU all three
+    (α > 0), SwiGLU only ``"kv"``. A finite learning rate moves them by O(lr²) per step; weight
+    decay shrinks them geometrically.
+    """
+    with torch.no_grad():
+        sq = {
+            name: getattr(module, name).detach().flatten(1).pow(2).sum(1)
+            for name in ("W_q", "W_k", "W_v")
+            if hasattr(module, name)
+        }
+    out = {"kv": sq["W_k"] - sq["W_v"]}
+    if "W_q" in sq:
+        out = {"qk": sq["W_q"] - sq["W_k"], **out, "qv": sq["W_q"] - sq["W_v"]}
+    return out
+
+
+@dataclass(frozen=True)
+class JacobianRank:
+    """Result of :func:`jacobian_rank`: numerical rank, parameter count and singular values."""
+
+    rank: int
+    n_params: int
+    singular_values: Tensor
+
+    @property
+    def deficit(self) -> int:
+        """Number of parameter directions that leave the function unchanged locally:
+        ``n_params − rank``."""
+        return self.n_params - self.rank
+
+
+def jacobian_rank(module: nn.Module, x: Tensor, rtol: float = 1e-7) -> JacobianRank:
+    """Numerical rank of ∂(outputs on ``x``)/∂(parameters): the locally effective parameter count.
+
+    Each continuous symmetry removes one direction per slot from the Jacobian's row space, so the
+    deficit counts them: a bilinear layer loses 2 per slot (q/k and k/v scalings), SwiGLU only 1
+    (its broken q/k scaling becomes a free "gate temperature"). Discrete symmetries (swap,
+    permutation) do not show up here.
+
+    Computed in float64 on a copy of the module; ``x`` has shape ``(n, d_model)`` and should
+    have n·d_out ≥ n_params. Singular values below ``rtol`` × the largest count as zero.
+    """
+    if x.ndim != 2:
+        raise ValueError(f"x must have shape (n, d_model), got {tuple(x.shape)}")
+    if not 0 < rtol < 1:
+        raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
+    model = copy.deepcopy(module).to(torch.float64)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    inputs = x.detach().to(torch.float64)
+
+    def outputs(p: dict[str, Tensor]) -> Tensor:
+        return torch.func.functional_call(model, p, (inputs,)).reshape(-1)
+
+    jac = torch.func.jacrev(outputs)(params)
+    matrix = torch.cat([j.reshape(j.shape[0], -1) for j in jac.values()], dim=1)
+    s = torch.linalg.svdvals(matrix)
+    rank = int((s > rtol * s[0]).sum())
+    return JacobianRank(rank=rank, n_params=matrix.shape[1], singular_values=s)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compute function behind the symmetry explorer (both faces: kvattn.figures, kvattn.widgets)
+
+
+@dataclass(frozen=True)
+class SymmetryProfile:
+    """Everything the symmetry explorer shows for one activation.
+
+    ``violation[i, k]`` = σ(a_i)b_k − σ(b_k)a_i on the grid ``grid`` (so rows are a, columns b);
+    ``gate`` = g(z) on ``grid`` (``None`` when σ(0) ≠ 0 and σ has no gate);
+    ``exchange`` = E_ex(σ); ``scale[i]`` = E_sc(σ, ``alphas[i]``).
+    """
+
+    label: str
+    grid: Tensor
+    violation: Tensor
+    gate: Tensor | None
+    exchange: float
+    alphas: Tensor
+    scale: Tensor
+
+
+def symmetry_profile(
+    act: ActLike,
+    beta: float | None = None,
+    extent: float = 3.0,
+    n: int = 41,
+    alphas: Tensor | None = None,
+) -> SymmetryProfile:
+    """Pointwise exchange violation on [−extent, extent]², the gate, and both scalar metrics.
+
+    ``alphas`` defaults to 26 values of α, 13 positive ones log-spaced in [0.1, 10] and their
+    negatives.
+    """
+    sigma = resolve(act, beta)
+    grid = torch.linspace(-extent, extent, n, dtype=torch.float64)
+    if alphas is None:
+        pos = torch.logspace(-1, 1, 13, dtype=torch.float64)
+        alphas = torch.cat([-pos.flip(0), pos])
+    try:
+        gate = sigma.gate(grid)
+    except ValueError:  # not self-gated (the sigmoid of the original GLU)
+        gate = None
+    return SymmetryProfile(
+        label=sigma.label,
+        grid=grid,
+        violation=exchange_violation_map(sigma, grid[:, None], grid[None, :]),
+        gate=gate,
+        exchange=exchange_violation(sigma),
+        alphas=alphas,
+        scale=torch.tensor([scale_violation(sigma, float(a)) for a in alphas], dtype=torch.float64),
+    )

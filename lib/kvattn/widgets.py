@@ -1,0 +1,227 @@
+"""Live ipywidgets faces of the course's explorers (Jupyter, Colab).
+
+Each explorer calls the same compute function as its plotly face in :mod:`kvattn.figures`, and
+draws with matplotlib into an ``Output`` widget. In the static book these widgets show the state
+they were executed with; moving them needs a running kernel, so every chapter also shows the
+plotly face, whose sliders work anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from IPython.display import display
+from torch import Tensor
+
+from .data import TokenData
+from .memories import Triggers, slot_report
+from .mlp import mlp_cost
+from .symmetry import symmetry_profile
+from .train import SeedRuns
+
+
+def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.VBox:
+    """Wire ``controls`` to redraw into a fresh Output widget; draw once now."""
+    out = widgets.Output()
+
+    def redraw(_change=None) -> None:
+        with out:
+            out.clear_output(wait=True)
+            draw()
+            plt.show()
+
+    for control in controls:
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(controls), out])
+
+
+def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
+    """Pick an activation (and β for Swish-β): see σ(a)b − σ(b)a, the gate g(z) and E_sc(α)."""
+    act_box = widgets.Dropdown(
+        options=[
+            ("identity (bilinear)", "identity"),
+            ("ReLU", "relu"),
+            ("Swish-β", "swish"),
+            ("GELU", "gelu"),
+            ("sigmoid (GLU)", "sigmoid"),
+        ],
+        value=act,
+        description="σ",
+    )
+    beta_box = widgets.FloatLogSlider(
+        value=beta, base=10, min=-1.3, max=1.3, step=0.05, description="β", continuous_update=False
+    )
+
+    def draw() -> None:
+        beta_box.disabled = act_box.value != "swish"
+        p = symmetry_profile(act_box.value, beta_box.value if act_box.value == "swish" else None)
+        fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), dpi=72)
+        lim = float(p.violation.abs().max()) or 1.0
+        g = p.grid.numpy()
+        im = axes[0].imshow(
+            p.violation.numpy(),
+            origin="lower",
+            cmap="RdBu_r",
+            vmin=-lim,
+            vmax=lim,
+            extent=(g[0], g[-1], g[0], g[-1]),
+        )
+        fig.colorbar(im, ax=axes[0], shrink=0.8)
+        axes[0].set(xlabel="b", ylabel="a", title="σ(a)b − σ(b)a")
+        if p.gate is None:
+            axes[1].text(0.5, 0.5, "no gate: σ(0) ≠ 0", ha="center", va="center")
+        else:
+            axes[1].plot(g, p.gate.numpy())
+        axes[1].set(xlabel="z", title="gate g(z) = σ(z)/z")
+        pos = p.alphas > 0
+        axes[2].semilogx(p.alphas[pos].numpy(), p.scale[pos].numpy(), "o-", label="α > 0")
+        axes[2].semilogx(-p.alphas[~pos].numpy(), p.scale[~pos].numpy(), "s-", label="α < 0")
+        axes[2].set(xlabel="|α|", title="scale violation E_sc(α)")
+        axes[2].legend()
+        fig.suptitle(f"{p.label}: exchange violation E_ex = {p.exchange:.3f}")
+        fig.tight_layout()
+
+    return _live([act_box, beta_box], draw)
+
+
+def slot_explorer(
+    data: TokenData, triggers: Triggers, values: Tensor, layer: int, slot: int = 0
+) -> widgets.VBox:
+    """Type or step through slot numbers of one layer: its trigger examples and value tokens."""
+    slot_box = widgets.BoundedIntText(
+        value=slot, min=0, max=values.shape[0] - 1, description="slot"
+    )
+    table = widgets.HTML()
+
+    def draw() -> None:
+        r = slot_report(data, triggers, values, layer, slot_box.value)
+        rows = "".join(
+            f"<tr><td style='text-align:right'>{html.escape(c[-40:])}</td>"
+            f"<td><b>{html.escape(last)}</b></td><td>→ {html.escape(nxt)}</td>"
+            f"<td>{coef:.2f}</td></tr>"
+            for c, last, nxt, coef in r.triggers
+        )
+        table.value = (
+            f"<b>Layer {layer}, slot {r.slot}: top trigger examples</b><table>{rows}</table>"
+        )
+        display(table)
+        fig, ax = plt.subplots(figsize=(5, 2.6), dpi=72)
+        tokens = [t for t, _ in r.value_tokens][::-1]
+        ax.barh(range(len(tokens)), [p for _, p in r.value_tokens][::-1])
+        ax.set_yticks(range(len(tokens)), tokens)
+        ax.set(xlabel="probability ÷ uniform", title="value: most raised next tokens")
+        fig.tight_layout()
+
+    return _live([slot_box], draw)
+
+
+def cost_explorer(d_model: int = 768, rank: int = 4, width_factor: int = 4) -> widgets.VBox:
+    """Pick the model width d, the rank r and the slots per d: parameters and FLOPs per token
+    of one feed-forward layer of each form (:func:`kvattn.mlp.mlp_cost`), with m = factor·d."""
+    d_box = widgets.Dropdown(
+        options=[64, 128, 256, 512, 768, 1024, 2048, 4096, 8192], value=d_model, description="d"
+    )
+    r_box = widgets.IntSlider(
+        value=rank, min=1, max=64, description="rank r", continuous_update=False
+    )
+    f_box = widgets.IntSlider(
+        value=width_factor, min=1, max=8, description="m / d", continuous_update=False
+    )
+
+    def draw() -> None:
+        d, r, m = d_box.value, r_box.value, f_box.value * d_box.value
+        forms = [
+            ("key-value σ(x·k)", "key_value", 1),
+            ("gated / rank-1", "gated", 1),
+            (f"rank-{r} (factors)", "rank_r", r),
+            ("full, d×d matrices", "full_matrix", 1),
+        ]
+        costs = [(label, *mlp_cost(form, d, m, rank)) for label, form, rank in forms]
+        fig, ax = plt.subplots(figsize=(7, 2.8), dpi=72)
+        ax.barh([c[0] for c in costs][::-1], [c[2] for c in costs][::-1])
+        ax.set_xscale("log")
+        ax.set(xlabel="FLOPs per token (matrix products)", title=f"d = {d}, m = {m} slots")
+        for i, (_, params, flops) in enumerate(costs[::-1]):
+            ax.text(flops, i, f"  {flops:.2e} FLOPs, {params:.2e} params", va="center")
+        ax.set_xlim(right=max(c[2] for c in costs) * 1e3)
+        fig.tight_layout()
+
+    return _live([d_box, r_box, f_box], draw)
+
+
+def interaction_explorer(
+    module, feature_names: list[str], output_names: list[str], inputs: Tensor | None = None
+) -> widgets.VBox:
+    """Pick an output o: its interaction matrix and eigenvalues. For a gated layer, also pick an
+    input (index into ``inputs``) to see the input-dependent B_o(x) of
+    :func:`kvattn.interaction.gated_interaction`; otherwise B_o is fixed."""
+    from .interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
+
+    gated = getattr(module, "form", None) == "gated" and module.variant != "bilinear"
+    out_box = widgets.Dropdown(
+        options=[(name, i) for i, name in enumerate(output_names)], value=0, description="output"
+    )
+    sym_box = widgets.Checkbox(value=True, description="symmetrise")
+    controls = [out_box, sym_box]
+    if gated:
+        if inputs is None:
+            raise ValueError("a gated layer's interaction matrix depends on x: pass inputs")
+        x_box = widgets.IntSlider(
+            value=0, min=0, max=len(inputs) - 1, description="input x", continuous_update=False
+        )
+        controls.append(x_box)
+
+    def draw() -> None:
+        o = out_box.value
+        if gated:
+            B = gated_interaction(module, inputs[x_box.value])[o]
+        else:
+            B = interaction_tensor(module)[o]
+        B = B.detach().cpu().double()
+        M = symmetrise(B) if sym_box.value else B
+        lim = float(M.abs().max()) or 1.0
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=72)
+        im = axes[0].imshow(M.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
+        axes[0].set_xticks(range(len(feature_names)), feature_names, rotation=90)
+        axes[0].set_yticks(range(len(feature_names)), feature_names)
+        fig.colorbar(im, ax=axes[0], shrink=0.8)
+        axes[0].set_title(("sym(B_o)" if sym_box.value else "B_o") + (" at x" if gated else ""))
+        lam, _ = eigendecompose(B)
+        axes[1].bar(range(1, len(lam) + 1), lam.flip(0).numpy())
+        axes[1].set(title="eigenvalues of sym(B_o)", xlabel="index (descending)")
+        fig.suptitle(output_names[o])
+        fig.tight_layout()
+
+    return _live(controls, draw)
+
+
+def paired_comparison(runs: dict[str, SeedRuns], first: str, second: str) -> widgets.VBox:
+    """Pick two configurations of a multi-seed experiment: their per-seed final validation losses
+    and the paired differences (same seed = same batches), with the mean difference."""
+    names = list(runs)
+    a_box = widgets.Dropdown(options=names, value=first, description="model A")
+    b_box = widgets.Dropdown(options=names, value=second, description="model B")
+
+    def draw() -> None:
+        a, b = runs[a_box.value], runs[b_box.value]
+        diffs = [x - y for x, y in zip(a.final, b.final, strict=True)]
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3), dpi=72)
+        seeds = [str(s) for s in a.seeds]
+        width = 0.4
+        axes[0].bar([i - width / 2 for i in range(len(seeds))], a.final, width, label=a_box.value)
+        axes[0].bar([i + width / 2 for i in range(len(seeds))], b.final, width, label=b_box.value)
+        axes[0].set_xticks(range(len(seeds)), seeds)
+        lo = min(a.final + b.final)
+        axes[0].set(xlabel="seed", ylabel="final validation loss", ylim=(lo - 0.1, None))
+        axes[0].legend()
+        axes[1].bar(seeds, diffs, color=["#D55E00" if x > 0 else "#0072B2" for x in diffs])
+        axes[1].axhline(0, color="black", lw=0.8)
+        mean = sum(diffs) / len(diffs)
+        axes[1].set(xlabel="seed", title=f"A − B per seed (mean {mean:+.3f})")
+        fig.tight_layout()
+
+    return _live([a_box, b_box], draw)

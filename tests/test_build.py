@@ -1,0 +1,76 @@
+"""The book build fails loudly: a notebook that raises must fail `make book`/`make test`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+
+def build_flags() -> list[str]:
+    """The flags the Makefile passes to `jupyter-book build` (one source of truth)."""
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-s", "-C", str(ROOT), "jb-flags"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+def test_build_flags_make_warnings_errors():
+    flags = build_flags()
+    assert {"--all", "-W", "--keep-going"} <= set(flags)
+
+
+@pytest.mark.skipif(not JUPYTER_BOOK.exists(), reason="jupyter-book is not installed")
+def test_a_failing_notebook_fails_the_build(tmp_path):
+    """A fixture book with one raising notebook, built with our flags, exits non-zero and
+    reports the failing cell."""
+    book = tmp_path / "book"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "failing_book", book)
+    result = subprocess.run(
+        [str(JUPYTER_BOOK), "build", *build_flags(), str(book)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode != 0, log[-2000:]
+    assert "Executing notebook failed" in log and "fails.err.log" in log
+
+
+def test_course_config_raises_on_notebook_errors():
+    """Belt and braces: the course's own config also fails on a raising cell without -W."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["config"]["nb_execution_raise_on_error"] is True
+    assert config["execute"]["execute_notebooks"] == "force"
+    assert config["execute"]["allow_errors"] is False
+    assert config["only_build_toc_files"] is True
+    for excluded in (".venv", "_build", "lib", "data", "tests"):
+        assert excluded in config["exclude_patterns"]
+
+
+def test_static_javascript_is_served_from_book_static_not_root_static():
+    """Vendored scripts live in book/_static/vendor, and no root _static/ exists (Jupyter Book 1
+    would load every script in it on every page)."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    assert config["html_static_path"] == ["book/_static"]
+    assert config["mathjax_path"] == "vendor/mathjax-tex-svg.js"
+    assert list(config["nb_ipywidgets_js"]) == ["vendor/require.js", "vendor/embed-amd.js"]
+    assert config["html_js_files"] == ["vendor/plotly.min.js"]
+    assert not (ROOT / "_static").exists()
+
+
+def test_requirements_pin_torch_and_jupyter_book_1():
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    assert "torch==2.13.0" in lines
+    jb = [line for line in lines if line.startswith("jupyter-book")]
+    assert jb and jb[0].split("==")[-1].startswith("1.")

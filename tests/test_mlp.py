@@ -1,0 +1,394 @@
+"""Tests for :mod:`kvattn.mlp`: forward formulas, shapes, dtypes, costs, factories and errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from kvattn.mlp import (
+    GATED_VARIANTS,
+    MLP_KINDS,
+    FullBilinearAttentionMLP,
+    GatedMLP,
+    GatedRankRMLP,
+    KeyValueMLP,
+    SymmetricRank1Bilinear,
+    check_input,
+    make_mlp,
+    matched_slots,
+    mlp_cost,
+    slot_matrices,
+    truncate_rank,
+)
+
+F64 = torch.float64
+D, M, D_OUT = 5, 7, 3
+
+#: One factory per layer class/configuration, all with d_model = D, n_slots = M, d_out = D_OUT.
+FACTORIES = {
+    "key_value": lambda: KeyValueMLP(D, M, D_OUT),
+    **{v: (lambda v=v: GatedMLP(D, M, D_OUT, variant=v)) for v in GATED_VARIANTS},
+    "swish_beta": lambda: GatedMLP(D, M, D_OUT, variant="swiglu", beta=2.5),
+    "symmetric_rank1": lambda: SymmetricRank1Bilinear(D, M, D_OUT, act="gelu"),
+    "full_bilinear_r2": lambda: FullBilinearAttentionMLP(D, M, 2, D_OUT),
+    "full_bilinear_full": lambda: FullBilinearAttentionMLP(D, M, None, D_OUT, act="relu"),
+    "gated_rank_r3": lambda: GatedRankRMLP(D, M, 3, D_OUT),
+}
+
+
+def _reference_forward(mod, x):
+    """The layer's output computed from its documented formula, slot by slot."""
+    act = mod.act
+    y = torch.zeros(*x.shape[:-1], mod.d_out, dtype=x.dtype)
+    for j in range(mod.n_slots):
+        if isinstance(mod, KeyValueMLP):
+            h = act(x @ mod.W_k[j])
+        elif isinstance(mod, GatedMLP):
+            h = act(x @ mod.W_q[j]) * (x @ mod.W_k[j])
+        elif isinstance(mod, SymmetricRank1Bilinear):
+            h = act((x @ mod.W_q[j]) * (x @ mod.W_k[j]))
+        elif isinstance(mod, FullBilinearAttentionMLP):
+            Qj, Kj = mod.W_q[j].T, mod.W_k[j].T  # (d, r)
+            h = act(torch.einsum("...i,ij,...j->...", x, Qj @ Kj.T, x))
+        else:  # GatedRankRMLP
+            h = (act(x @ mod.W_q[j].T) * (x @ mod.W_k[j].T)).sum(-1)
+        y = y + h[..., None] * mod.W_v[j]
+    return y
+
+
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_forward_matches_documented_formula(name):
+    """Each class computes exactly the formula in its docstring (float64)."""
+    mod = FACTORIES[name]().to(F64)
+    x = torch.randn(11, D, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(mod(x), _reference_forward(mod, x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("lead", [(), (5,), (2, 3)])
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_shapes_and_dtype(name, lead, dtype):
+    """Any leading shape works, the output is (..., d_out) in the input's dtype, and a batch gives
+    the same rows as single inputs."""
+    mod = FACTORIES[name]().to(dtype)
+    x = torch.randn(*lead, D, dtype=dtype)
+    with torch.no_grad():
+        y = mod(x)
+        assert y.shape == (*lead, D_OUT)
+        assert y.dtype == dtype
+        assert mod.hidden(x).shape == (*lead, M)
+        rows = torch.stack([mod(row) for row in x.reshape(-1, D)])
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(y.reshape(-1, D_OUT), rows, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("variant", list(GATED_VARIANTS))
+def test_gated_rank_r_with_rank_one_is_gated_mlp(variant):
+    """GatedRankRMLP(rank=1) with the same weights and σ equals GatedMLP."""
+    gated = GatedMLP(D, M, D_OUT, variant=variant).to(F64)
+    rank_r = GatedRankRMLP(D, M, 1, D_OUT, act=gated.act).to(F64)
+    with torch.no_grad():
+        rank_r.W_q.copy_(gated.W_q[:, None])
+        rank_r.W_k.copy_(gated.W_k[:, None])
+        rank_r.W_v.copy_(gated.W_v)
+    x = torch.randn(2, 3, D, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(rank_r(x), gated(x), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("act", ["identity", "relu", "silu", "gelu", "sigmoid"])
+def test_full_bilinear_with_rank_one_is_symmetric_rank1(act):
+    """FullBilinearAttentionMLP(rank=1) with the same weights equals SymmetricRank1Bilinear."""
+    sym = SymmetricRank1Bilinear(D, M, D_OUT, act=act).to(F64)
+    full = FullBilinearAttentionMLP(D, M, 1, D_OUT, act=act).to(F64)
+    with torch.no_grad():
+        full.W_q.copy_(sym.W_q[:, None])
+        full.W_k.copy_(sym.W_k[:, None])
+        full.W_v.copy_(sym.W_v)
+    x = torch.randn(4, D, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(full(x), sym(x), rtol=1e-13, atol=1e-13)
+
+
+def test_gated_rank_r_is_tied_wide_gated_mlp():
+    """Form B with m slots of rank r is a gated MLP of width m·r with down projection tied in
+    groups of r (the docstring's expressivity remark)."""
+    r = 3
+    rank_r = GatedRankRMLP(D, M, r, D_OUT, act="silu").to(F64)
+    wide = GatedMLP(D, M * r, D_OUT, variant="swiglu").to(F64)
+    with torch.no_grad():
+        wide.W_q.copy_(rank_r.W_q.reshape(M * r, D))
+        wide.W_k.copy_(rank_r.W_k.reshape(M * r, D))
+        wide.W_v.copy_(rank_r.W_v.repeat_interleave(r, dim=0))
+    x = torch.randn(9, D, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(rank_r(x), wide(x), rtol=1e-12, atol=1e-12)
+
+
+def test_full_bilinear_default_rank_is_d_model():
+    """rank=None means r = d_model (the full bilinear form)."""
+    mod = FullBilinearAttentionMLP(D, M)
+    assert mod.rank == D
+    assert mod.W_q.shape == (M, D, D)
+    assert mod.d_out == D
+    assert "rank=5" in repr(mod)
+
+
+def test_slot_scores_have_unit_variance_at_init():
+    """The documented initialisation: for x ~ N(0, I) every slot score has variance ≈ 1."""
+    d, m, n = 64, 64, 4000
+    x = torch.randn(n, d)
+    with torch.no_grad():
+        kv = KeyValueMLP(d, m, act="identity").hidden(x)
+        gated = GatedMLP(d, m, variant="bilinear").hidden(x)
+        sym = SymmetricRank1Bilinear(d, m, act="identity").hidden(x)
+        rank4 = FullBilinearAttentionMLP(d, m, 4, act="identity").hidden(x)
+    for h in (kv, gated, sym, rank4):
+        assert 0.8 < float(h.var(0).mean()) < 1.25
+
+
+# ---------------------------------------------------------------------------------------------
+# Costs
+
+
+SIZES = [(4, 3, 2, None), (6, 5, 3, 7), (8, 2, 4, 1)]
+
+
+def _classes(d, m, r, d_out):
+    return [
+        KeyValueMLP(d, m, d_out),
+        GatedMLP(d, m, d_out, variant="geglu"),
+        SymmetricRank1Bilinear(d, m, d_out),
+        FullBilinearAttentionMLP(d, m, r, d_out),
+        FullBilinearAttentionMLP(d, m, None, d_out),
+        GatedRankRMLP(d, m, r, d_out),
+    ]
+
+
+@pytest.mark.parametrize(("d", "m", "r", "d_out"), SIZES)
+def test_parameter_count_matches_mlp_cost(d, m, r, d_out):
+    """sum(p.numel()) equals mlp_cost(form, ...)[0] for every class."""
+    for mod in _classes(d, m, r, d_out):
+        n_params = sum(p.numel() for p in mod.parameters())
+        assert n_params == mlp_cost(mod.form, d, m, mod.rank, d_out)[0], type(mod).__name__
+
+
+@pytest.mark.parametrize(("d", "m", "r", "d_out"), SIZES)
+def test_flops_match_flop_counter(d, m, r, d_out):
+    """flops_per_token() equals what FlopCounterMode counts on one token of shape (1, d)."""
+    for mod in _classes(d, m, r, d_out):
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            mod(torch.randn(1, d))
+        assert mod.flops_per_token() == counter.get_total_flops(), type(mod).__name__
+
+
+def test_mlp_cost_table_values():
+    """Spot values of the cost table, worked out by hand."""
+    assert mlp_cost("key_value", 10, 4, d_out=3) == (52, 104)
+    assert mlp_cost("gated", 10, 4) == (120, 240)
+    assert mlp_cost("symmetric_rank1", 10, 4) == (120, 240)
+    assert mlp_cost("rank_r", 10, 4, rank=3) == (4 * 70, 8 * 70)
+    assert mlp_cost("full_matrix", 3, 2, d_out=4) == (26, 64)
+
+
+def test_full_matrix_flops_match_flop_counter():
+    """full_matrix FLOPs = 2m(d² + d + d_out): x M_j, then its dot product with x, then values;
+    the same function as rank d stored as factors."""
+    d, m, d_out = 6, 4, 3
+    mod = FullBilinearAttentionMLP(d, m, None, d_out, act="silu")
+    Mj = (mod.W_q.transpose(1, 2) @ mod.W_k).detach()  # (m, d, d): Q_j K_jᵀ
+    x = torch.randn(1, d)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        scores = ((x @ Mj) @ x.T).reshape(1, m)  # (m,1,d) then (m,1,1)
+        y = F.silu(scores) @ mod.W_v.detach()
+    assert counter.get_total_flops() == mlp_cost("full_matrix", d, m, d_out=d_out)[1]
+    with torch.no_grad():
+        torch.testing.assert_close(y, mod(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m1", [300, 3000, 30_000])
+def test_matched_slots_gated_is_two_thirds(m1):
+    """At equal parameters a gated MLP has 2/3 of a key-value MLP's slots (d_out = d)."""
+    d = 64
+    budget = mlp_cost("key_value", d, m1)[0]
+    assert matched_slots("gated", d, budget) == 2 * m1 // 3
+    assert mlp_cost("gated", d, matched_slots("gated", d, budget))[0] <= budget
+
+
+@pytest.mark.parametrize("r", [1, 2, 4, 7])
+def test_matched_slots_rank_r(r):
+    """Rank r matches rank 1 with 3m₁/(2r+1) slots (d_out = d)."""
+    d, m1 = 32, 3 * 5 * 9 * 7  # divisible by every 2r + 1 used
+    budget = mlp_cost("symmetric_rank1", d, m1)[0]
+    assert matched_slots("rank_r", d, budget, rank=r) == 3 * m1 // (2 * r + 1)
+
+
+def test_matched_slots_rejects_tiny_budget():
+    """A budget below one slot raises ValueError naming the per-slot cost."""
+    with pytest.raises(ValueError, match=r"below one gated slot \(30\)"):
+        matched_slots("gated", 10, 29)
+
+
+# ---------------------------------------------------------------------------------------------
+# Factory
+
+
+@pytest.mark.parametrize("kind", MLP_KINDS)
+def test_make_mlp_builds_each_kind(kind):
+    """make_mlp builds the right class, σ and rank for every kind."""
+    mod = make_mlp(kind, 6, 4, 3, rank=2)
+    expected = {
+        "key_value": (KeyValueMLP, "relu", 1),
+        "symmetric_rank1": (SymmetricRank1Bilinear, "silu", 1),
+        "full_bilinear": (FullBilinearAttentionMLP, "silu", 2),
+        "gated_rank_r": (GatedRankRMLP, "silu", 2),
+    }
+    cls, act, rank = expected.get(kind, (GatedMLP, GATED_VARIANTS.get(kind), 1))
+    assert type(mod) is cls
+    assert mod.act.name == act
+    assert mod.rank == rank
+    assert (mod.d_model, mod.n_slots, mod.d_out) == (6, 4, 3)
+    if cls is GatedMLP:
+        assert mod.variant == kind
+    assert mod(torch.randn(2, 6)).shape == (2, 3)
+
+
+def test_make_mlp_options_and_errors():
+    """act/beta are forwarded; a gated variant rejects act; unknown kinds are rejected."""
+    assert make_mlp("key_value", 4, 2, act="gelu").act.name == "gelu"
+    swish = make_mlp("swiglu", 4, 2, beta=3.0).act
+    assert (swish.name, swish.beta) == ("swish", 3.0)
+    assert make_mlp("full_bilinear", 4, 2, act="relu", rank=3).act.name == "relu"
+    with pytest.raises(ValueError, match="fixes its activation"):
+        make_mlp("reglu", 4, 2, act="relu")
+    with pytest.raises(ValueError, match="unknown kind 'mlp'; expected one of"):
+        make_mlp("mlp", 4, 2)
+    with pytest.raises(ValueError, match="takes no beta"):
+        make_mlp("key_value", 4, 2, beta=2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_bad_inputs_raise_clear_errors(name):
+    """Wrong last dimension, integer/bool dtype, NaN/inf and non-tensors are rejected clearly."""
+    mod = FACTORIES[name]()
+    with pytest.raises(ValueError, match=rf"expected last dimension {D}, got shape \(2, 4\)"):
+        mod(torch.randn(2, D - 1))
+    with pytest.raises(ValueError, match=rf"floating-point tensor of shape \(\.\.\., {D}\)"):
+        mod(torch.ones(2, D, dtype=torch.long))
+    with pytest.raises(ValueError, match="floating-point"):
+        mod(torch.ones(2, D, dtype=torch.bool))
+    bad = torch.randn(2, D)
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        mod(bad)
+    bad[1, 2] = float("inf")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        mod(bad)
+    with pytest.raises(ValueError, match="expected last dimension"):
+        mod(torch.tensor(1.0))
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
+        mod([[0.0] * D])
+
+
+def test_check_input_returns_input():
+    """A valid input passes through unchanged (same object)."""
+    x = torch.randn(3, 4)
+    assert check_input(x, 4) is x
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: FullBilinearAttentionMLP(4, 3, rank=0), "rank must be a positive int, got 0"),
+        (lambda: GatedRankRMLP(4, 3, rank=-1), "rank must be a positive int, got -1"),
+        (lambda: KeyValueMLP(4, 0), "n_slots must be a positive int, got 0"),
+        (lambda: GatedMLP(4, -2), "n_slots must be a positive int, got -2"),
+        (lambda: SymmetricRank1Bilinear(4, True), "n_slots must be a positive int, got True"),
+        (lambda: KeyValueMLP(4, 2.0), "n_slots must be a positive int, got 2.0"),
+        (lambda: KeyValueMLP(0, 3), "d_model must be a positive int"),
+        (lambda: GatedMLP(4, 3, d_out=0), "d_out must be a positive int"),
+        (lambda: GatedMLP(4, 3, variant="swish"), "unknown variant 'swish'; expected one of"),
+        (lambda: GatedMLP(4, 3, variant="reglu", beta=2.0), "takes no beta"),
+        (lambda: KeyValueMLP(4, 3, act="tanh"), "unknown activation 'tanh'; expected one of"),
+        (lambda: mlp_cost("dense", 4, 3), "unknown form 'dense'; expected one of"),
+        (lambda: mlp_cost("gated", 4, 0), "n_slots must be a positive int"),
+        (lambda: mlp_cost("rank_r", 4, 3, rank=0), "rank must be a positive int"),
+    ],
+)
+def test_bad_configuration_raises_value_error(build, message):
+    """Bad sizes, variants, activations and cost forms raise ValueError naming what was expected."""
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_extra_repr_names_the_configuration():
+    """repr shows the variant, sizes, rank (when ≠ 1) and σ."""
+    assert "variant=swiglu, d_model=5, n_slots=7, d_out=3, act=SiLU" in repr(
+        GatedMLP(5, 7, 3, variant="swiglu")
+    )
+    assert "rank=3" in repr(GatedRankRMLP(5, 7, 3))
+    assert "rank=" not in repr(SymmetricRank1Bilinear(5, 7))
+
+
+# ---------------------------------------------------------------------------------------------
+# Slot matrices and rank truncation
+
+
+def test_slot_matrices_give_the_scores():
+    """M_j = Q_j K_jᵀ: x M_j xᵀ is slot j's score; for rank 1 it is the outer product q_j k_jᵀ."""
+    full = FullBilinearAttentionMLP(D, M, 3, D_OUT, act="identity").to(F64)
+    Ms = slot_matrices(full)
+    assert Ms.shape == (M, D, D)
+    x = torch.randn(6, D, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.einsum("ni,mij,nj->nm", x, Ms, x), full.hidden(x))
+    sym = SymmetricRank1Bilinear(D, M, D_OUT).to(F64)
+    torch.testing.assert_close(slot_matrices(sym)[2], torch.outer(sym.W_q[2], sym.W_k[2]).detach())
+
+
+def test_truncate_rank_is_exact_at_full_rank_and_eckart_young_below():
+    """Cutting to a rank ≥ the slots' rank keeps the function; cutting below leaves exactly the
+    discarded singular values as Frobenius error; σ, values, dtype are kept."""
+    layer = FullBilinearAttentionMLP(D, M, 2, D_OUT, act="gelu").to(F64)
+    x = torch.randn(2, 3, D, dtype=F64)
+    with torch.no_grad():
+        for r in (2, D):
+            same = truncate_rank(layer, r)
+            assert same.rank == r and same.W_q.dtype == F64 and same.act is layer.act
+            torch.testing.assert_close(same(x), layer(x), rtol=1e-10, atol=1e-10)
+    one = truncate_rank(layer, 1)
+    s = torch.linalg.svdvals(slot_matrices(layer))
+    error = (slot_matrices(one) - slot_matrices(layer)).flatten(1).norm(dim=1)
+    torch.testing.assert_close(error, s[:, 1:].norm(dim=1), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(one.W_v, layer.W_v, rtol=0, atol=0)
+    rank1 = truncate_rank(SymmetricRank1Bilinear(D, M, D_OUT).to(F64), 1)
+    assert rank1.W_q.shape == (M, 1, D)
+    with pytest.raises(ValueError, match="rank must be at most d_model=5, got 6"):
+        truncate_rank(layer, D + 1)
+    with pytest.raises(ValueError, match="rank must be a positive int"):
+        truncate_rank(layer, 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_cuda_device_and_dtype_preserved(name, dtype):
+    """On CUDA every layer keeps device and dtype and agrees with the CPU result."""
+    mod = FACTORIES[name]().to(dtype)
+    x = torch.randn(2, 3, D, dtype=dtype)
+    with torch.no_grad():
+        y_cpu = mod(x)
+        y = mod.to("cuda")(x.to("cuda"))
+    assert y.device.type == "cuda"
+    assert y.dtype == dtype
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    torch.testing.assert_close(y.cpu(), y_cpu, rtol=tol, atol=tol)

@@ -1,0 +1,96 @@
+"""Checks on the notebooks as committed: table of contents, Colab set-up cell, no outputs.
+
+These run before the notebooks are executed (nbval and the book build execute them).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("notebooks", ROOT / "tools" / "notebooks.py")
+nbtools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nbtools)
+
+NOTEBOOKS = nbtools.notebooks()
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_every_toc_entry_exists_and_every_notebook_is_in_the_toc():
+    """_toc.yml and notebooks/ agree: no missing chapter, no orphan notebook."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    for f in files:
+        assert (ROOT / f"{f}.ipynb").exists() or (ROOT / f"{f}.md").exists(), f
+    listed = {ROOT / f"{f}.ipynb" for f in files}
+    assert set((ROOT / "notebooks").glob("*.ipynb")) <= listed
+    assert len(NOTEBOOKS) == 5
+
+
+def test_repository_url_lives_in_config_and_branch_is_main():
+    url, branch = nbtools.repository()
+    assert url.startswith("https://github.com/") and url.count("/") == 4
+    assert branch == "main"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_setup_cell_is_first_code_cell_and_matches_config(path):
+    """The first code cell is exactly the generated set-up cell, which installs from the URL and
+    branch in _config.yml (run `python tools/notebooks.py --write` after changing them)."""
+    cell = nbtools.first_code_cell(load(path))
+    source = "".join(cell["source"])
+    assert source == nbtools.setup_cell_source()
+    url, branch = nbtools.repository()
+    assert f"git+{url}@{branch}" in source
+
+
+def test_setup_cell_installs_only_kvattn():
+    """In Colab only kvattn is installed: torch, plotly and ipywidgets are never reinstalled."""
+    source = nbtools.setup_cell_source()
+    install_lines = [line for line in source.splitlines() if "pip install" in line]
+    assert len(install_lines) == 1
+    for package in ("torch", "plotly", "ipywidgets", "-r requirements", "--upgrade", "-U "):
+        assert package not in install_lines[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_without_outputs(path):
+    """The build executes notebooks; committed outputs would be stale and bloat the repository."""
+    for cell in load(path)["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs", []) == [], cell["source"][:1]
+            assert cell.get("execution_count") is None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_in_committed_form(path):
+    """Title first, Python 3 kernel, the house metadata: `tools/notebooks.py --write` is a no-op."""
+    nb = load(path)
+    first = nb["cells"][0]
+    assert first["cell_type"] == "markdown"
+    assert "".join(first["source"]).startswith("# ")
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nbtools.normalised(load(path), path) == nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_has_checked_outputs_and_a_live_explorer(path):
+    """Each chapter pins some key numbers (nbval-check-output) or asserts them in code, and shows
+    a live ipywidgets explorer (its output ignored by nbval: it holds random model ids)."""
+    cells = [c for c in load(path)["cells"] if c["cell_type"] == "code"]
+    tags = [set(c.get("metadata", {}).get("tags", [])) for c in cells]
+    sources = ["".join(c["source"]) for c in cells]
+    checked = any("nbval-check-output" in t for t in tags)
+    asserted = any("\nassert " in "\n" + s for s in sources)
+    assert checked or asserted
+    widget_cells = [t for t, s in zip(tags, sources, strict=True) if s.startswith("widgets.")]
+    assert widget_cells, "no live explorer"
+    assert all("nbval-ignore-output" in t for t in widget_cells)
