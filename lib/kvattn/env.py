@@ -79,6 +79,7 @@ class _BookHtmlRenderer:
             include_plotlyjs=False,
             include_mathjax=False,
             full_html=False,
+            auto_play=False,  # figures with frames wait for their slider instead of animating
             default_width="100%",
             config={"responsive": True, "displaylogo": False},
         )

@@ -174,31 +174,65 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
     """The static face of the symmetry explorer: a slider over precomputed activations.
 
     Left: the pointwise exchange violation σ(a)b − σ(b)a. Middle: the gate g(z) = σ(z)/z, with
-    ``reference`` drawn for comparison. Right: the scale violation E_sc(α). The title reports
-    the exchange violation E_ex. ``profiles`` are typically Swish-β for a range of β.
+    ``reference`` dashed for comparison. Right: the scale violation E_sc(α) against |α|, circles
+    for α > 0 and squares for α < 0. The title reports the exchange violation E_ex.
+    ``profiles`` are typically Swish-β for a range of β.
     """
     fig = make_subplots(
         rows=1,
         cols=3,
-        column_widths=[0.36, 0.32, 0.32],
-        horizontal_spacing=0.08,
-        subplot_titles=("σ(a)b − σ(b)a", "gate g(z) = σ(z)/z", "scale violation E_sc(α)"),
+        column_widths=[0.34, 0.33, 0.33],
+        horizontal_spacing=0.1,
+        subplot_titles=(
+            "σ(a)b − σ(b)a",
+            f"gate g(z) (dashed: {reference.label})",
+            "E_sc(α) against |α|",
+        ),
     )
     zmax = max(float(p.violation.abs().max()) for p in profiles)
-    first = profiles[0]
-    fig.add_trace(
-        go.Heatmap(
-            z=_round(first.violation, 3),
-            x=_round(first.grid, 3),
-            y=_round(first.grid, 3),
-            colorscale="RdBu_r",
-            zmin=-zmax,
-            zmax=zmax,
-            colorbar=dict(x=0.3, len=0.9),
-        ),
-        1,
-        1,
-    )
+
+    def traces(p: SymmetryProfile) -> list:
+        pos = p.alphas > 0
+        return [
+            go.Heatmap(
+                z=_round(p.violation, 3),
+                x=_round(p.grid, 3),
+                y=_round(p.grid, 3),
+                colorscale="RdBu_r",
+                zmin=-zmax,
+                zmax=zmax,
+                colorbar=dict(x=0.27, len=0.85, thickness=12),
+            ),
+            go.Scatter(
+                x=_round(p.grid, 3),
+                y=_round(p.gate, 4),
+                name="gate",
+                line=dict(color=COLORS["swiglu"]),
+            ),
+            go.Scatter(
+                x=_round(p.alphas[pos], 4),
+                y=_round(p.scale[pos], 4),
+                name="α > 0",
+                mode="lines+markers",
+                line=dict(color=COLORS["swiglu"]),
+                marker=dict(symbol="circle"),
+            ),
+            go.Scatter(
+                x=_round(-p.alphas[~pos], 4),
+                y=_round(p.scale[~pos], 4),
+                name="α < 0",
+                mode="lines+markers",
+                line=dict(color=COLORS["bilinear"]),
+                marker=dict(symbol="square"),
+            ),
+        ]
+
+    def title(p: SymmetryProfile) -> str:
+        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}"
+
+    heat, gate, scale_pos, scale_neg = traces(profiles[0])
+    fig.add_trace(heat, 1, 1)
+    fig.add_trace(gate, 1, 2)
     fig.add_trace(
         go.Scatter(
             x=_round(reference.grid, 3),
@@ -209,72 +243,35 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
         1,
         2,
     )
-    fig.add_trace(
-        go.Scatter(
-            x=_round(first.grid, 3),
-            y=_round(first.gate, 4),
-            name="gate",
-            line=dict(color=COLORS["swiglu"]),
-        ),
-        1,
-        2,
-    )
-    pos = first.alphas > 0
-    fig.add_trace(
-        go.Scatter(
-            x=_round(first.alphas[pos], 4),
-            y=_round(first.scale[pos], 4),
-            name="α > 0",
-            mode="lines+markers",
-            line=dict(color=COLORS["swiglu"]),
-        ),
-        1,
-        3,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=_round(-first.alphas[~pos], 4),
-            y=_round(first.scale[~pos], 4),
-            name="α < 0 (at |α|)",
-            mode="lines+markers",
-            line=dict(color=COLORS["bilinear"]),
-        ),
-        1,
-        3,
-    )
-
-    def title(p: SymmetryProfile) -> str:
-        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}"
-
-    frames = []
-    for p in profiles:
-        pos = p.alphas > 0
-        frames.append(
-            go.Frame(
-                name=p.label,
-                data=[
-                    go.Heatmap(z=_round(p.violation, 3)),
-                    go.Scatter(y=_round(p.gate, 4)),
-                    go.Scatter(y=_round(p.scale[pos], 4)),
-                    go.Scatter(y=_round(p.scale[~pos], 4)),
-                ],
-                traces=[0, 2, 3, 4],
-                layout=dict(title_text=title(p)),
-            )
+    fig.add_trace(scale_pos, 1, 3)
+    fig.add_trace(scale_neg, 1, 3)
+    # Frames carry complete traces (with their axes), mapped onto traces 0, 1, 3 and 4.
+    fig.frames = [
+        go.Frame(
+            name=p.label,
+            data=[
+                t.update(xaxis=ax, yaxis=ay)
+                for t, (ax, ay) in zip(
+                    traces(p), [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x3", "y3")], strict=True
+                )
+            ],
+            traces=[0, 1, 3, 4],
+            layout=dict(title_text=title(p)),
         )
-    fig.frames = frames
+        for p in profiles
+    ]
     fig.update_layout(
-        title=title(first),
-        height=440,
-        sliders=[slider([f.name for f in frames], [_short(p.label) for p in profiles], "β = ")],
-        legend=dict(orientation="h", y=-0.5),
+        title=title(profiles[0]),
+        height=460,
+        showlegend=False,
+        sliders=[slider([p.label for p in profiles], [_short(p.label) for p in profiles], "β = ")],
         **LAYOUT,
     )
     fig.update_xaxes(title_text="b", row=1, col=1)
     fig.update_yaxes(title_text="a", row=1, col=1)
     fig.update_xaxes(title_text="z", row=1, col=2)
+    fig.update_yaxes(range=[-0.05, 1.05], row=1, col=2)
     fig.update_xaxes(title_text="|α|", type="log", row=1, col=3)
-    fig.update_yaxes(range=[-0.05, 1.3], row=1, col=2)
     return fig
 
 
