@@ -65,7 +65,7 @@ def test_static_javascript_is_served_from_book_static_not_root_static():
     assert config["html_static_path"] == ["book/_static"]
     assert config["mathjax_path"] == "vendor/mathjax-tex-svg.js"
     assert list(config["nb_ipywidgets_js"]) == ["vendor/require.js", "vendor/embed-amd.js"]
-    assert config["html_js_files"] == ["vendor/plotly.min.js"]
+    assert config["html_js_files"] == ["vendor/plotly.min.js", "course.js"]
     assert not (ROOT / "_static").exists()
 
 

@@ -94,3 +94,26 @@ def test_notebook_has_checked_outputs_and_a_live_explorer(path):
     widget_cells = [t for t, s in zip(tags, sources, strict=True) if s.startswith("widgets.")]
     assert widget_cells, "no live explorer"
     assert all("nbval-ignore-output" in t for t in widget_cells)
+
+
+def test_every_checked_cell_has_a_recorded_output():
+    """A cell tagged nbval-check-output is only checked if its expected output is recorded
+    (tests/expected_outputs.json, written by `tools/notebooks.py --record`); no stale entries."""
+    expected = json.loads(nbtools.EXPECTED.read_text(encoding="utf-8"))
+    assert set(expected) == {p.stem for p in NOTEBOOKS}
+    for path in NOTEBOOKS:
+        ids = {c["id"] for c in nbtools.checked_cells(load(path))}
+        assert set(expected[path.stem]) == ids, path.name
+        for cell_id in ids:
+            assert expected[path.stem][cell_id], f"{path.name} cell {cell_id} has no output"
+
+
+def test_with_expected_fills_only_checked_cells(tmp_path):
+    nbtools.with_expected(tmp_path)
+    for path in NOTEBOOKS:
+        nb = load(tmp_path / path.name)
+        checked = {c["id"] for c in nbtools.checked_cells(nb)}
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            assert bool(cell["outputs"]) == (cell["id"] in checked)

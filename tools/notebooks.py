@@ -11,6 +11,15 @@
 
 ``tests/test_notebooks.py`` fails when a notebook is not in this form, so after editing a notebook
 in Jupyter, or changing the URL, run ``--write`` before committing.
+
+Checked outputs. Cells tagged ``nbval-check-output`` print a chapter's key numbers. Because the
+notebooks are committed without outputs, their expected outputs live in
+``tests/expected_outputs.json``:
+
+* ``--with-expected DIR`` writes copies of the notebooks into DIR with those outputs filled in, for
+  ``pytest --nbval-lax`` to run and compare (``make nbval`` does this);
+* ``--record`` executes the notebooks in fast mode and stores the outputs of their tagged cells,
+  after a deliberate change to a checked number.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = ROOT / "tests" / "expected_outputs.json"
+CHECK_TAG = "nbval-check-output"
 
 #: Chapters whose notebook asks Colab for a GPU runtime (those that train sizeable models).
 GPU_CHAPTERS: set[str] = set()
@@ -115,12 +126,98 @@ def write() -> None:
             print(f"updated {path.relative_to(ROOT)}")
 
 
+def checked_cells(nb: dict) -> list[dict]:
+    """The code cells tagged ``nbval-check-output``."""
+    return [
+        c
+        for c in nb["cells"]
+        if c["cell_type"] == "code" and CHECK_TAG in c.get("metadata", {}).get("tags", [])
+    ]
+
+
+def _comparable(output: dict) -> dict:
+    """An output reduced to what nbval compares (stream text, plain-text results)."""
+    if output["output_type"] == "stream":
+        return {"output_type": "stream", "name": output["name"], "text": "".join(output["text"])}
+    if output["output_type"] == "execute_result":
+        text = "".join(output["data"]["text/plain"])
+        return {
+            "output_type": "execute_result",
+            "metadata": {},
+            "execution_count": 1,
+            "data": {"text/plain": text},
+        }
+    raise ValueError(f"a checked cell may print text only, got {output['output_type']}")
+
+
+def _coalesced(outputs: list[dict]) -> list[dict]:
+    """Join consecutive stream outputs of the same name, as nbval does before comparing."""
+    merged: list[dict] = []
+    for out in map(_comparable, outputs):
+        if merged and out["output_type"] == "stream" and merged[-1].get("name") == out.get("name"):
+            merged[-1]["text"] += out["text"]
+        else:
+            merged.append(out)
+    return merged
+
+
+def record() -> None:
+    """Execute every notebook in fast mode (as ``make nbval`` does) and store the outputs of its
+    checked cells in ``EXPECTED``."""
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    os.environ["KVATTN_FAST"] = "1"
+    expected = {}
+    for path in notebooks():
+        print(f"executing {path.name}", flush=True)
+        nb = nbformat.read(path, as_version=4)
+        NotebookClient(
+            nb,
+            timeout=900,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        ).execute()
+        expected[path.stem] = {c["id"]: _coalesced(c["outputs"]) for c in checked_cells(nb)}
+    EXPECTED.write_text(json.dumps(expected, indent=1, ensure_ascii=False) + "\n")
+    print(f"recorded {sum(map(len, expected.values()))} checked cells in {EXPECTED}")
+
+
+def with_expected(out_dir: Path) -> None:
+    """Write copies of the notebooks whose checked cells carry their expected outputs."""
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in notebooks():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in checked_cells(nb):
+            cell["outputs"] = expected[path.stem][cell["id"]]
+            cell["execution_count"] = 1
+        (out_dir / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true", help="normalise the notebooks in place")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="execute the notebooks (fast mode) and store their checked cells' outputs",
+    )
+    parser.add_argument(
+        "--with-expected",
+        type=Path,
+        metavar="DIR",
+        help="write notebooks with their expected checked outputs into DIR",
+    )
     args = parser.parse_args()
     if args.write:
         write()
+    elif args.record:
+        record()
+    elif args.with_expected:
+        with_expected(args.with_expected)
     else:
         print(setup_cell_source())
     sys.exit(0)

@@ -174,7 +174,7 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
     """The static face of the symmetry explorer: a slider over precomputed activations.
 
     Left: the pointwise exchange violation σ(a)b − σ(b)a. Middle: the gate g(z) = σ(z)/z, with
-    ``reference`` dashed for comparison. Right: the scale violation E_sc(α) against |α|, circles
+    ``reference`` dashed for comparison. Right: the scale violation E_sc(α) against ``|α|``, circles
     for α > 0 and squares for α < 0. The title reports the exchange violation E_ex.
     ``profiles`` are typically Swish-β for a range of β.
     """

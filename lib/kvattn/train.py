@@ -234,6 +234,7 @@ def train_lm_seeds(
     batch_size: int = 32,
     eval_every: int = 50,
     device: torch.device | str = "cpu",
+    progress: bool = True,
     desc: str | None = None,
 ) -> SeedRuns:
     """Train a fresh :class:`kvattn.lm.TinyLM` per seed, same recipe, recording validation loss.
@@ -241,13 +242,14 @@ def train_lm_seeds(
     For seed s both the initialisation and the batch order are seeded with s, so two
     configurations run with the same seeds see the same batches: their per-seed differences are
     paired. Recipe: AdamW (wd 0.1), 10 % linear warm-up then cosine decay, grad-norm clip 1.
+    ``progress`` shows a bar over the seeds.
     """
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     runs: list[list[float]] = []
     eval_steps: list[int] = []
     model = None
-    for seed in tqdm(seeds, desc=desc, leave=False):
+    for seed in tqdm(seeds, desc=desc, disable=not progress):
         torch.manual_seed(seed)
         model = TinyLM(cfg).to(device)
         gen = torch.Generator().manual_seed(seed)
