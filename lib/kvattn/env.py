@@ -9,9 +9,12 @@ import os
 import random
 import sys
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
+
+T = TypeVar("T")
 
 #: Environment variable that shortens every training loop (set by ``make test``/CI).
 FAST_ENV = "KVATTN_FAST"
@@ -40,7 +43,7 @@ def fast_mode() -> bool:
     raise ValueError(f"{FAST_ENV} must be one of 1/true/yes or 0/false/no, got {value!r}")
 
 
-def pick(full, fast):
+def pick(full: T, fast: T) -> T:
     """Return ``fast`` in fast mode and ``full`` otherwise (e.g. ``steps = pick(2000, 200)``)."""
     return fast if fast_mode() else full
 

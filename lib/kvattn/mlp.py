@@ -399,7 +399,9 @@ def slot_matrices(layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear) -> T
     return torch.einsum("msi,msj->mij", W_q, W_k)
 
 
-def truncate_rank(layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear, rank: int):
+def truncate_rank(
+    layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear, rank: int
+) -> FullBilinearAttentionMLP:
     """The best rank-``rank`` approximation of every slot's bilinear form, as a new layer.
 
     Each M_j = U S Vᵀ is cut to its ``rank`` largest singular values (Eckart–Young: the closest

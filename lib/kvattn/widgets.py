@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .data import TokenData
 from .memories import Triggers, slot_report
-from .mlp import mlp_cost
+from .mlp import SlotMLP, mlp_cost
 from .symmetry import symmetry_profile
 from .train import SeedRuns
 
@@ -154,7 +154,10 @@ def cost_explorer(d_model: int = 768, rank: int = 4, width_factor: int = 4) -> w
 
 
 def interaction_explorer(
-    module, feature_names: list[str], output_names: list[str], inputs: Tensor | None = None
+    module: SlotMLP,
+    feature_names: list[str],
+    output_names: list[str],
+    inputs: Tensor | None = None,
 ) -> widgets.VBox:
     """Pick an output o: its interaction matrix and eigenvalues. For a gated layer, also pick an
     input (index into ``inputs``) to see the input-dependent B_o(x) of
