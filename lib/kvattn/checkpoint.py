@@ -1,0 +1,220 @@
+"""Checkpoints in the published PLDR-LLM format: ``config.json`` + ``model.safetensors``.
+
+The tensor names and shapes are those of the published ``state_dict`` (native ``PLDR_Model`` and
+the Hugging Face port ``PldrllmForCausalLM`` share them), so models trained here load in the
+author's code and published checkpoints load here. Inside :mod:`kvattn.pldr` the five PLGA tensors
+carry the papers' symbols; this module renames them:
+
+==========================  =====================================
+kvattn (``...plgatt_layer``)  published
+==========================  =====================================
+``W``, ``b_W``                 ``Wlst``, ``blst``
+``P``                          ``pwlst``
+``a``, ``b_a``                 ``alst``, ``balst``
+==========================  =====================================
+
+A constant-G model stores its G_LM as the Hugging Face port does for ``custom_G_type``:
+``decoder.past_G_values`` of shape ``[L, 3, 1, H, d_k, d_k]`` (index 2 along the second axis is
+G_LM; indices 0 and 1, the port's A and A_LM, are written as zeros) and
+``decoder.past_G_values_status`` ``[L]``.
+
+Only JSON and safetensors are ever read; pickle-based files (``.bin``, ``.pt``, ``.pth``) are
+refused, because unpickling an untrusted file can run arbitrary code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .pldr import GPT, PLDRLLM, PLDRConfig
+
+Tensor = torch.Tensor
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+_PLGA_NAMES = {"W": "Wlst", "b_W": "blst", "P": "pwlst", "a": "alst", "b_a": "balst"}
+_ARCHITECTURES = {PLDRLLM.architecture: PLDRLLM, GPT.architecture: GPT}
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def to_published(state: dict[str, Tensor], config: PLDRConfig) -> dict[str, Tensor]:
+    """Rename a kvattn ``state_dict`` to the published key names (and stack constant G_LMs)."""
+    out: dict[str, Tensor] = {}
+    G = {}
+    for key, value in state.items():
+        parts = key.split(".")
+        if len(parts) > 1 and parts[-2] == "plgatt_layer":
+            key = ".".join([*parts[:-1], _PLGA_NAMES[parts[-1]]])
+        elif parts[-1] == "G_LM":
+            G[int(parts[2])] = value
+            continue
+        out[key] = value.detach().contiguous()
+    if G:
+        L, H, d_k = config.num_hidden_layers, config.num_attention_heads, config.d_k
+        past = torch.zeros(L, 3, 1, H, d_k, d_k, dtype=G[0].dtype)
+        for i, g in G.items():
+            past[i, 2, 0] = g
+        out["decoder.past_G_values"] = past
+        out["decoder.past_G_values_status"] = torch.ones(L, dtype=torch.bool)
+    return out
+
+
+def from_published(state: dict[str, Tensor], config: PLDRConfig) -> dict[str, Tensor]:
+    """Inverse of :func:`to_published`."""
+    reverse = {v: k for k, v in _PLGA_NAMES.items()}
+    out: dict[str, Tensor] = {}
+    for key, value in state.items():
+        parts = key.split(".")
+        if len(parts) > 1 and parts[-2] == "plgatt_layer" and parts[-1] in reverse:
+            out[".".join([*parts[:-1], reverse[parts[-1]]])] = value
+        elif key == "decoder.past_G_values":
+            for i in range(value.shape[0]):
+                out[f"decoder.dec_layers.{i}.mha1.G_LM"] = value[i, 2, 0]
+        elif key == "decoder.past_G_values_status":
+            if not bool(value.all()):
+                raise ValueError("decoder.past_G_values_status marks some layers' G as unset")
+        else:
+            out[key] = value
+    return out
+
+
+def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
+    """Write ``config.json`` and ``model.safetensors`` for ``model`` into ``directory``.
+
+    The config records ``architectures`` (``PldrllmForCausalLM`` or ``KvattnGPTForCausalLM``) and
+    ``torch_dtype``; the weights use the published names. Returns the directory.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {
+        **model.config.to_dict(),
+        "architectures": [model.architecture],
+        "torch_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+    }
+    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tensors = to_published(model.state_dict(), model.config)
+    save_file(
+        {k: v.cpu() for k, v in tensors.items()},
+        directory / WEIGHTS_NAME,
+        metadata={"format": "pt"},
+    )
+    return directory
+
+
+def _resolve(path_or_hub_id: str | Path, revision: str | None) -> Path:
+    path = Path(path_or_hub_id)
+    if path.suffix in _PICKLE_SUFFIXES:
+        raise ValueError(
+            f"{path} is a pickle-based checkpoint; kvattn reads only safetensors and JSON "
+            "(unpickling can run arbitrary code). Convert it to model.safetensors first."
+        )
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(
+                f"expected a checkpoint directory with {CONFIG_NAME} and "
+                f"{WEIGHTS_NAME}, got the file {path}"
+            )
+        return path
+    if str(path_or_hub_id).count("/") != 1 or str(path_or_hub_id).startswith((".", "/")):
+        raise FileNotFoundError(f"no checkpoint directory at {path}")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise FileNotFoundError(
+            f"no local directory {path}; to download {path_or_hub_id!r} from the Hugging Face "
+            "hub, install huggingface_hub (pip install huggingface_hub)"
+        ) from None
+    return Path(
+        snapshot_download(
+            str(path_or_hub_id), revision=revision, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME]
+        )
+    )
+
+
+def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
+    """The raw ``config.json`` and the :class:`PLDRConfig` built from it."""
+    file = directory / CONFIG_NAME
+    if not file.exists():
+        raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}")
+    try:
+        raw = json.loads(file.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{file} is not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{file} must hold a JSON object")
+    if raw.get("model_type", "pldrllm") != "pldrllm":
+        raise ValueError(f"{file} describes model_type {raw.get('model_type')!r}, not 'pldrllm'")
+    known = {k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype")}
+    return raw, PLDRConfig.from_dict(known)
+
+
+def load_pretrained(
+    path_or_hub_id: str | Path,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    revision: str | None = None,
+) -> PLDRLLM | GPT:
+    """Load a model saved by :func:`save_pretrained` or published on the Hugging Face hub.
+
+    ``path_or_hub_id`` is a local directory with ``config.json`` and ``model.safetensors``, or a
+    hub id such as ``"fromthesky/PLDR-LLM-v51-SOC-110M-5"`` (downloaded with ``huggingface_hub``
+    when online). The model class follows ``architectures`` (default PLDR-LLM).
+
+    Raises
+    ------
+    ValueError
+        Pickle-based files; invalid or contradictory ``config.json``; missing or unexpected
+        tensors; tensors whose shapes do not match the config; a truncated or corrupted
+        safetensors file.
+    FileNotFoundError
+        No such directory (and no hub access), or a missing file in it.
+    """
+    directory = _resolve(path_or_hub_id, revision)
+    raw, config = read_config(directory)
+    arch = (raw.get("architectures") or [PLDRLLM.architecture])[0]
+    if arch not in _ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; expected one of {list(_ARCHITECTURES)}")
+    weights = directory / WEIGHTS_NAME
+    if not weights.exists():
+        raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}")
+    try:
+        published = load_file(weights)
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ValueError(f"{weights} is truncated or corrupted: {err}") from None
+    with torch.device("meta"):
+        model = _ARCHITECTURES[arch](config)
+    state = from_published(published, config)
+    expected = {k: v.shape for k, v in model.state_dict().items()}
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(
+            f"{weights} does not match its config ({arch}): "
+            + (f"missing {len(missing)} tensors, e.g. {missing[:3]}; " if missing else "")
+            + (f"unexpected {len(unexpected)} tensors, e.g. {unexpected[:3]}" if unexpected else "")
+        )
+    for key, shape in expected.items():
+        if state[key].shape != shape:
+            raise ValueError(
+                f"{key} has shape {tuple(state[key].shape)} but config.json implies "
+                f"{tuple(shape)} (hidden_size={config.hidden_size}, heads="
+                f"{config.num_attention_heads}, head_dim={config.head_dim}, vocab_size="
+                f"{config.vocab_size}, intermediate_size={config.intermediate_size}, "
+                f"A_dff={config.A_dff})"
+            )
+    model = model.to_empty(device=device or "cpu")
+    model.load_state_dict(state)
+    for module in model.modules():  # RoPE tables are non-persistent: rebuild them off meta
+        if hasattr(module, "rope"):
+            module.rope = type(module.rope)(
+                config.d_k, config.max_position_embeddings, config.rope_theta, config.reference_rope
+            ).to(device or "cpu")
+    if dtype is not None:
+        model = model.to(dtype)
+    return model.eval()

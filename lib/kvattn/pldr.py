@@ -1,0 +1,746 @@
+"""Power Law Graph Attention (PLGA) and the PLDR-LLM decoder, with a same-size GPT baseline.
+
+The architecture follows the published PLDR-LLM v51 reference code (Gokden 2025, arXiv
+2502.13502; its PyTorch implementation is the authority, summarised with shapes in the course's
+``pldr-spec``). For one head, with post-RoPE queries q_s and keys k_s of a block of S tokens:
+
+    A0   = Σ_s q_s q_sᵀ                         density (Gram) operator, d_k × d_k
+    A    = MetricLearner(LayerNorm(A0))          num_reslayerA residual SwiGLU units on the rows
+    A_LM = iSwiGLU(W A + b_W) + ε,  iSwiGLU(u) = u·silu(u)          positive metric tensor
+    A_P  = A_LM^{∘P}                             elementwise power (potential tensor)
+    G_LM = a A_P + b_a                           matrix product: the learned bilinear form
+    E    = softmax(q G_LM kᵀ / √d_k + causal mask)
+
+``W, b_W, P, a, b_a`` are per-head ``[H, d_k, d_k]`` tensors; the metric learner's weights are
+shared by all heads. Scaled dot-product attention (SDPA) is the special case G_LM = I.
+
+Models
+------
+* :class:`PLDRLLM` — the published decoder: embedding × √d then LayerNorm, post-LN blocks with
+  biases, SwiGLU FFN of width ``intermediate_size``, untied output layer with bias. With
+  ``custom_G_type`` set it is the *constant-G* model (the G ablation): no metric learner, one
+  fixed G_LM per layer and head, attention through
+  ``torch.nn.functional.scaled_dot_product_attention`` on q' = q G_LM.
+* :class:`GPT` — the same block with SDPA (G_LM = I) and nothing else, for comparisons.
+
+Module and parameter names reproduce the published ``state_dict`` keys
+(``decoder.dec_layers.i.mha1.wq.weight`` ...), except that the five PLGA tensors carry the
+papers' symbols (``W, b_W, P, a, b_a`` for ``Wlst, blst, pwlst, alst, balst``);
+:mod:`kvattn.checkpoint` maps between the two.
+
+Two deliberate additions, both off by default and marked as deviations:
+
+* ``density="prefix"``: position t's density sums over its own prefix s ≤ t only, so no
+  position depends on later tokens. The published ``"block"`` density sums over the whole block,
+  so during training a position's logits depend on later tokens. The prefix variant costs
+  S times the memory and work of everything between the density and the scores.
+* decoding mode ``"kv"``: an exact KV cache that also caches the running density and reruns the
+  metric learner every step (the published cache freezes A at the prompt).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Tensor = torch.Tensor
+
+#: ε added after iSwiGLU so that A_LM > 0 elementwise (reference ``epsilonAdj``).
+EPSILON_A = 1e-9
+#: Additive mask value of the reference implementation for blocked positions.
+MASK_VALUE = -1e9
+#: Decoding modes of :meth:`PLDRLLM.generate`.
+CACHE_MODES = ("none", "kv", "kv+g")
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass
+class PLDRConfig:
+    """Configuration with the field names of the published ``config.json`` (HF ``PldrllmConfig``).
+
+    ``head_dim`` defaults to hidden_size / num_attention_heads, ``intermediate_size`` to
+    floor(8·hidden_size/3) and ``A_dff`` to floor(8·head_dim/3) (170 for d_k = 64), as the
+    reference. The fields after ``custom_G_type`` are this library's additions; a published
+    loader ignores them.
+
+    ``custom_G_type``: ``None`` for PLGA; ``"identity"``, ``"random"`` or ``"external"`` for the
+    constant-G model (G_LM initialised to I, to U[0, 1), or loaded from a checkpoint).
+    ``density``: ``"block"`` (published) or ``"prefix"`` (prefix-consistent; a deviation).
+    ``plga_init``: ``"xavier_normal"`` (the native training code) or ``"xavier_uniform"`` (the HF
+    port) for W, P and a.
+    """
+
+    vocab_size: int = 32000
+    hidden_size: int = 896
+    num_attention_heads: int = 14
+    num_hidden_layers: int = 5
+    head_dim: int | None = None
+    intermediate_size: int | None = None
+    A_dff: int | None = None
+    num_reslayerA: int = 8
+    num_denseA: int = 2
+    max_position_embeddings: int = 1024
+    rope_theta: float = 10000.0
+    reference_rope: bool = True
+    layer_norm_eps: float = 1e-6
+    attention_bias: bool = True
+    glu_bias: bool = True
+    final_bias: bool = True
+    tie_word_embeddings: bool = False
+    hidden_act: str = "silu"
+    pad_token_id: int = 0
+    bos_token_id: int = 2
+    eos_token_id: int = 3
+    custom_G_type: str | None = None
+    cache_first_G: bool = False
+    model_type: str = "pldrllm"
+    density: str = "block"
+    plga_init: str = "xavier_normal"
+    extra: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_attention_heads",
+            "num_hidden_layers",
+            "num_reslayerA",
+            "num_denseA",
+            "max_position_embeddings",
+        ):
+            _positive(name, getattr(self, name))
+        if self.head_dim is None:
+            if self.hidden_size % self.num_attention_heads:
+                raise ValueError(
+                    f"hidden_size={self.hidden_size} is not divisible by "
+                    f"num_attention_heads={self.num_attention_heads}; set head_dim"
+                )
+            self.head_dim = self.hidden_size // self.num_attention_heads
+        if self.head_dim * self.num_attention_heads != self.hidden_size:
+            raise ValueError(
+                f"head_dim·num_attention_heads = {self.head_dim}·{self.num_attention_heads} must "
+                f"equal hidden_size = {self.hidden_size}"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"RoPE needs an even head_dim, got {self.head_dim}")
+        if self.intermediate_size is None:
+            self.intermediate_size = (8 * self.hidden_size) // 3
+        if self.A_dff is None:
+            self.A_dff = (8 * self.head_dim) // 3
+        _positive("intermediate_size", self.intermediate_size)
+        _positive("A_dff", self.A_dff)
+        if self.hidden_act != "silu":
+            raise ValueError(f"hidden_act must be 'silu' (SwiGLU), got {self.hidden_act!r}")
+        if self.custom_G_type not in (None, "identity", "random", "external"):
+            raise ValueError(
+                "custom_G_type must be None, 'identity', 'random' or 'external', got "
+                f"{self.custom_G_type!r}"
+            )
+        if self.density not in ("block", "prefix"):
+            raise ValueError(f"density must be 'block' or 'prefix', got {self.density!r}")
+        if self.plga_init not in ("xavier_normal", "xavier_uniform"):
+            raise ValueError(
+                f"plga_init must be 'xavier_normal' or 'xavier_uniform', got {self.plga_init!r}"
+            )
+        if self.tie_word_embeddings:
+            raise ValueError("tie_word_embeddings=True is not supported (PLDR-LLM is untied)")
+
+    @property
+    def d_k(self) -> int:
+        """Head dimension (the papers' d_k)."""
+        return self.head_dim
+
+    def to_dict(self) -> dict:
+        """The config as ``config.json`` stores it (``extra`` fields merged back in)."""
+        out = {k: v for k, v in asdict(self).items() if k != "extra"}
+        return {**self.extra, **out}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> PLDRConfig:
+        """Build from a ``config.json`` dictionary; unknown keys are kept in ``extra``."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in values.items() if k in known}
+        extra = {k: v for k, v in values.items() if k not in known}
+        return cls(**kwargs, extra=extra)
+
+
+def _positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def published_110m_config(**overrides) -> PLDRConfig:
+    """The published PLDR-LLM-v51-110M configuration (5 layers, 14 heads, d = 896, V = 32,000)."""
+    base = dict(
+        vocab_size=32000,
+        hidden_size=896,
+        num_attention_heads=14,
+        num_hidden_layers=5,
+        intermediate_size=2389,
+        A_dff=170,
+        num_reslayerA=8,
+        num_denseA=2,
+        max_position_embeddings=1024,
+    )
+    return PLDRConfig(**{**base, **overrides})
+
+
+# ---------------------------------------------------------------------------------------------
+# Rotary position embedding
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE on ``[B, S, H, d_k]`` tensors, base ``theta``, for positions < ``max_positions``.
+
+    ``interleaved=True`` rotates the planes (2i, 2i+1), the GPT-J layout of PLDR-LLM v51
+    (``reference_rope=True``); ``False`` rotates (i, i + d_k/2), the GPT-NeoX half-split layout
+    of v52. Angle of plane i at position p: p·theta^(−2i/d_k). Tables are non-persistent buffers.
+    """
+
+    def __init__(self, d_k: int, max_positions: int, theta: float, interleaved: bool):
+        super().__init__()
+        self.interleaved = interleaved
+        self.max_positions = max_positions
+        inv_freq = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+        angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        S = x.shape[1]
+        if start + S > self.max_positions:
+            raise ValueError(
+                f"positions up to {start + S - 1} exceed max_position_embeddings "
+                f"= {self.max_positions}"
+            )
+        cos = self.cos[start : start + S][None, :, None, :].to(x.dtype)  # [1, S, 1, d_k/2]
+        sin = self.sin[start : start + S][None, :, None, :].to(x.dtype)
+        if self.interleaved:
+            x1, x2 = x[..., 0::2], x[..., 1::2]
+            return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def iswiglu(u: Tensor) -> Tensor:
+    """iSwiGLU(u) = u·silu(u) = u²·sigmoid(u) ≥ 0 ("SwiGLU with W = V = I and no bias")."""
+    return u * F.silu(u)
+
+
+class GLUVariant(nn.Module):
+    """SwiGLU block ``y = gluw3(silu(gluw1 x) ⊙ gluw2 x)`` with biases (reference ``GLUVariant``).
+
+    Acts on the last axis: ``(..., d_in)`` → ``(..., d_out)``. Used as the decoder's FFN
+    (d → intermediate_size → d) and inside the metric learner (d_k → A_dff → d_k, on each row).
+    """
+
+    def __init__(self, d_in: int, d_hidden: int, d_out: int, bias: bool = True):
+        super().__init__()
+        self.gluw1 = nn.Linear(d_in, d_hidden, bias=bias)
+        self.gluw2 = nn.Linear(d_in, d_hidden, bias=bias)
+        self.gluw3 = nn.Linear(d_hidden, d_out, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.gluw3(F.silu(self.gluw1(x)) * self.gluw2(x))
+
+
+class ResLayerA(nn.Module):
+    """One residual unit of the metric learner: ``num_denseA`` GLU blocks in sequence, then
+    ``LayerNorm(A + A_in)`` over the last axis (post-LN, no inner norm or dropout)."""
+
+    def __init__(self, cfg: PLDRConfig):
+        super().__init__()
+        self.denseAs = nn.ModuleList(
+            GLUVariant(cfg.d_k, cfg.A_dff, cfg.d_k, cfg.glu_bias) for _ in range(cfg.num_denseA)
+        )
+        self.layernormA = nn.LayerNorm(cfg.d_k, eps=cfg.layer_norm_eps)
+
+    def forward(self, A: Tensor) -> Tensor:
+        out = A
+        for dense in self.denseAs:
+            out = dense(out)
+        return self.layernormA(out + A)
+
+
+class PowerLawGraph(nn.Module):
+    """The per-head tensors of PLGA and the map A → (A_LM, A_P, G_LM).
+
+    ``W, b_W, P, a, b_a`` have shape ``[H, d_k, d_k]`` (reference ``Wlst, blst, pwlst, alst,
+    balst``). :meth:`forward` takes A of shape ``[B, H, d_k, d_k]`` (or ``[B, H, S, d_k, d_k]``
+    for the prefix density) and returns A_LM, A_P and G_LM of the same shape.
+    """
+
+    def __init__(self, cfg: PLDRConfig):
+        super().__init__()
+        shape = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
+        self.W = nn.Parameter(torch.empty(shape))
+        self.b_W = nn.Parameter(torch.zeros(shape))
+        self.P = nn.Parameter(torch.empty(shape))
+        self.a = nn.Parameter(torch.empty(shape))
+        self.b_a = nn.Parameter(torch.zeros(shape))
+        init = (
+            nn.init.xavier_normal_ if cfg.plga_init == "xavier_normal" else nn.init.xavier_uniform_
+        )
+        for t in (self.W, self.P, self.a):
+            init(t)
+
+    @staticmethod
+    def _per_head(t: Tensor, like: Tensor) -> Tensor:
+        # [H, d, d] -> [H, 1, ..., d, d] so that it broadcasts against [B, H, (S,) d, d]
+        return t.view(t.shape[0], *([1] * (like.ndim - 4)), *t.shape[1:])
+
+    def forward(self, A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        A_LM = iswiglu(self._per_head(self.W, A) @ A + self._per_head(self.b_W, A)) + EPSILON_A
+        A_P = A_LM.pow(self._per_head(self.P, A))
+        G_LM = self._per_head(self.a, A) @ A_P + self._per_head(self.b_a, A)
+        return A_LM, A_P, G_LM
+
+
+@dataclass
+class DeductiveOutputs:
+    """PLGA's intermediate tensors of one layer, each ``[B, H, d_k, d_k]`` (an extra S axis after
+    H for the prefix density): density A0, metric-learner output A, A_LM, A_P, G_LM; and the
+    attention weights E ``[B, H, S_q, S_k]``."""
+
+    A0: Tensor
+    A: Tensor
+    A_LM: Tensor
+    A_P: Tensor
+    G_LM: Tensor
+    E: Tensor | None = None
+
+
+@dataclass
+class LayerCache:
+    """Decoding state of one attention layer: post-RoPE keys and values ``[B, H, T, d_k]``, the
+    running density Σ q qᵀ ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode
+    ``"kv+g"``)."""
+
+    k: Tensor
+    v: Tensor
+    padding: Tensor | None = None
+    density: Tensor | None = None
+    G_LM: Tensor | None = None
+    frozen: DeductiveOutputs | None = None
+
+    @property
+    def length(self) -> int:
+        return self.k.shape[2]
+
+
+class Attention(nn.Module):
+    """Multi-head attention of a decoder layer: PLGA, constant-G or SDPA (``kind``).
+
+    Input ``[B, S, d]``; q, k, v projections with biases (``wq, wk, wv``), RoPE on q and k,
+    output projection ``dense``. ``kind="plga"`` builds G_LM from the density as in the module
+    docstring; ``"constant_g"`` uses a fixed buffer ``G_LM [H, d_k, d_k]``; ``"sdpa"`` is G_LM = I.
+    """
+
+    def __init__(self, cfg: PLDRConfig, kind: str):
+        super().__init__()
+        if kind not in ("plga", "constant_g", "sdpa"):
+            raise ValueError(f"unknown attention kind {kind!r}")
+        self.kind = kind
+        self.cfg = cfg
+        d, H, d_k = cfg.hidden_size, cfg.num_attention_heads, cfg.d_k
+        self.wq = nn.Linear(d, d, bias=cfg.attention_bias)
+        self.wk = nn.Linear(d, d, bias=cfg.attention_bias)
+        self.wv = nn.Linear(d, d, bias=cfg.attention_bias)
+        self.dense = nn.Linear(d, d, bias=cfg.attention_bias)
+        self.rope = RotaryEmbedding(
+            d_k, cfg.max_position_embeddings, cfg.rope_theta, interleaved=cfg.reference_rope
+        )
+        if kind == "plga":
+            self.layernorm1 = nn.LayerNorm(d_k, eps=cfg.layer_norm_eps)
+            self.reslayerAs = nn.ModuleList(ResLayerA(cfg) for _ in range(cfg.num_reslayerA))
+            self.plgatt_layer = PowerLawGraph(cfg)
+        elif kind == "constant_g":
+            if cfg.custom_G_type == "random":
+                G = torch.rand(H, d_k, d_k)  # U[0, 1), as the reference's "RANDOM_NORMAL" file
+            else:
+                G = torch.eye(d_k).expand(H, d_k, d_k).clone()
+            self.register_buffer("G_LM", G)
+
+    # -- the density-to-G pipeline -------------------------------------------------------------
+
+    def metric(self, A0: Tensor) -> DeductiveOutputs:
+        """Run the metric learner and the power-law graph on a density A0 ``[..., d_k, d_k]``."""
+        A = self.layernorm1(A0)
+        for unit in self.reslayerAs:
+            A = unit(A)
+        A_LM, A_P, G_LM = self.plgatt_layer(A)
+        return DeductiveOutputs(A0=A0, A=A, A_LM=A_LM, A_P=A_P, G_LM=G_LM)
+
+    def _split(self, x: Tensor, proj: nn.Linear) -> Tensor:
+        B, S, _ = x.shape
+        return proj(x).view(B, S, self.cfg.num_attention_heads, self.cfg.d_k)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding: Tensor | None = None,
+        cache: LayerCache | None = None,
+        cache_mode: str | None = None,
+        need_outputs: bool = False,
+    ) -> tuple[Tensor, LayerCache | None, DeductiveOutputs | None]:
+        """Attention output ``[B, S, d]``, the updated cache and (if asked) deductive outputs.
+
+        ``key_padding``: bool ``[B, S_total]``, True at pad tokens (blocked as keys).
+        ``cache_mode``: None (no cache), ``"kv"`` or ``"kv+g"``; with a cache, x holds only the
+        new tokens.
+        """
+        B, S, _ = x.shape
+        start = cache.length if cache is not None else 0
+        q = self.rope(self._split(x, self.wq), start).transpose(1, 2)  # [B, H, S, d_k]
+        k = self.rope(self._split(x, self.wk), start).transpose(1, 2)
+        v = self._split(x, self.wv).transpose(1, 2)
+        if cache is not None:
+            k = torch.cat([cache.k, k], dim=2)
+            v = torch.cat([cache.v, v], dim=2)
+        T = k.shape[2]
+        outputs = None
+
+        if self.kind == "sdpa":
+            qg = q
+        elif self.kind == "constant_g":
+            qg = q @ self.G_LM.to(q.dtype)
+        else:
+            qg, outputs, new_state = self._plga_queries(q, cache, cache_mode)
+
+        mask = torch.ones(S, T, dtype=torch.bool, device=x.device).tril(T - S)  # True = attend
+        mask = mask[None, None]
+        if key_padding is not None:
+            mask = mask & ~key_padding[:, None, None, :T]
+        if need_outputs or key_padding is not None:
+            # Explicit softmax when the weights E are wanted, or when padding could block a whole
+            # row (SDPA would return NaN there). Blocked logits get the reference's −1e9.
+            scores = (qg @ k.transpose(-1, -2)) / math.sqrt(self.cfg.d_k)
+            scores = scores.masked_fill(~mask, MASK_VALUE)
+            low = scores.dtype in (torch.float16, torch.bfloat16)  # softmax in float32 for those
+            E = torch.softmax(scores, dim=-1, dtype=torch.float32 if low else None).to(v.dtype)
+            y = E @ v
+            if outputs is not None:
+                outputs.E = E
+        else:
+            y = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask)
+        y = self.dense(y.transpose(1, 2).reshape(B, S, -1))
+
+        new_cache = None
+        if cache_mode is not None:
+            new_cache = LayerCache(k=k, v=v)
+            if self.kind == "plga":
+                new_cache.density, new_cache.G_LM, new_cache.frozen = new_state
+        return y, new_cache, outputs
+
+    def _plga_queries(self, q: Tensor, cache: LayerCache | None, cache_mode: str | None):
+        """q G_LM for PLGA, the deductive outputs, and the cache state to carry forward:
+        (running density, G_LM of the last position, deductive outputs of the last position)."""
+        if cache is not None and cache_mode == "kv+g":
+            # The published G cache: G_LM (and A, A_LM, A_P) stay those of the prompt's pass.
+            f = cache.frozen
+            outputs = DeductiveOutputs(f.A0, f.A, f.A_LM, f.A_P, f.G_LM)
+            return q @ cache.G_LM, outputs, (None, cache.G_LM, f)
+        previous = cache.density if cache is not None else None
+        if self.cfg.density == "prefix":
+            # One density per position t: Σ_{s ≤ t} q_s q_sᵀ (a deviation from the reference).
+            per_pos = torch.einsum("bhsi,bhsj->bhsij", q, q).cumsum(dim=2)
+            if previous is not None:
+                per_pos = per_pos + previous[:, :, None]
+            outputs = self.metric(per_pos)
+            qg = torch.einsum("bhsi,bhsij->bhsj", q, outputs.G_LM)
+            last = DeductiveOutputs(
+                *(
+                    t[:, :, -1]
+                    for t in (outputs.A0, outputs.A, outputs.A_LM, outputs.A_P, outputs.G_LM)
+                )
+            )
+            return qg, outputs, (per_pos[:, :, -1], last.G_LM, last)
+        # The published block density: one sum over every token of the sequence so far.
+        density = q.transpose(-1, -2) @ q
+        if previous is not None:
+            density = density + previous
+        outputs = self.metric(density)
+        return q @ outputs.G_LM, outputs, (density, outputs.G_LM, outputs)
+
+
+class DecoderLayer(nn.Module):
+    """Post-LN block: ``x = LN1(x + attention(x))``, then ``x = LN2(x + SwiGLU_FFN(x))``."""
+
+    def __init__(self, cfg: PLDRConfig, kind: str):
+        super().__init__()
+        self.mha1 = Attention(cfg, kind)
+        self.ffn = GLUVariant(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_size, cfg.glu_bias)
+        self.layernorm1 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.layernorm2 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+
+    def forward(self, x, key_padding=None, cache=None, cache_mode=None, need_outputs=False):
+        h, cache, outputs = self.mha1(x, key_padding, cache, cache_mode, need_outputs)
+        x = self.layernorm1(x + h)
+        x = self.layernorm2(x + self.ffn(x))
+        return x, cache, outputs
+
+
+class Decoder(nn.Module):
+    """Embedding × √d, LayerNorm, then the decoder layers (no final norm, as the reference)."""
+
+    def __init__(self, cfg: PLDRConfig, kind: str):
+        super().__init__()
+        self.embedding = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layernorm1 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.dec_layers = nn.ModuleList(
+            DecoderLayer(cfg, kind) for _ in range(cfg.num_hidden_layers)
+        )
+        self.scale = math.sqrt(cfg.hidden_size)
+
+    def forward(self, ids, key_padding=None, caches=None, cache_mode=None, need_outputs=False):
+        x = self.layernorm1(self.embedding(ids) * self.scale)
+        new_caches, all_outputs = [], []
+        for i, layer in enumerate(self.dec_layers):
+            cache = caches[i] if caches is not None else None
+            x, cache, outputs = layer(x, key_padding, cache, cache_mode, need_outputs)
+            new_caches.append(cache)
+            all_outputs.append(outputs)
+        return x, new_caches, all_outputs
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+@dataclass
+class CausalLMOutput:
+    """Output of a forward pass: ``logits [B, S, V]``; ``caches`` (one :class:`LayerCache` per
+    layer, when a cache mode was given); ``pldr_attentions`` (one :class:`DeductiveOutputs` per
+    layer, when asked for; None entries for layers without PLGA)."""
+
+    logits: Tensor
+    caches: list[LayerCache | None] | None = None
+    pldr_attentions: list[DeductiveOutputs | None] | None = None
+
+
+class _DecoderLM(nn.Module):
+    """Shared body of :class:`PLDRLLM` and :class:`GPT`: decoder + untied output layer."""
+
+    kind: str = "plga"
+    architecture: str = "PldrllmForCausalLM"
+
+    def __init__(self, config: PLDRConfig):
+        super().__init__()
+        if not isinstance(config, PLDRConfig):
+            raise TypeError(f"config must be a PLDRConfig, got {type(config).__name__}")
+        self.config = config
+        self.decoder = Decoder(config, self.kind)
+        self.final_layer = nn.Linear(config.hidden_size, config.vocab_size, bias=config.final_bias)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The reference initialisers: xavier-uniform weights and zero biases for every Linear
+        (``weights_init``), PyTorch's N(0, 1) for the embedding, LayerNorm γ = 1 and β = 0, and
+        ``plga_init`` (xavier normal in the native code) for W, P, a with zero b_W, b_a. The
+        reference's ``wv`` initialisation bug (PyTorch default) is not reproduced: the SOC models
+        were trained with the fix."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight)
+
+    def _check_ids(self, ids: Tensor, offset: int = 0) -> None:
+        if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError("expected token ids as an int64 tensor of shape (batch, sequence)")
+        if ids.ndim != 2 or ids.shape[1] == 0:
+            raise ValueError(
+                f"expected token ids of shape (batch, sequence >= 1), got {tuple(ids.shape)}"
+            )
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise ValueError(
+                f"token ids must lie in [0, {self.config.vocab_size}), got "
+                f"min {int(ids.min())}, max {int(ids.max())}"
+            )
+        if offset + ids.shape[1] > self.config.max_position_embeddings:
+            raise ValueError(
+                f"sequence length {offset + ids.shape[1]} exceeds "
+                f"max_position_embeddings = {self.config.max_position_embeddings}"
+            )
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        *,
+        caches: list[LayerCache | None] | None = None,
+        cache_mode: str | None = None,
+        output_pldr_attentions: bool = False,
+        mask_padding: bool = True,
+    ) -> CausalLMOutput:
+        """Logits for ``input_ids [B, S]`` (int64).
+
+        Parameters
+        ----------
+        caches, cache_mode:
+            For incremental decoding (see :meth:`generate`): ``cache_mode`` ``"kv"`` or
+            ``"kv+g"`` returns per-layer caches; passing them back processes only new tokens.
+        output_pldr_attentions:
+            Also return every layer's :class:`DeductiveOutputs`.
+        mask_padding:
+            Block ``pad_token_id`` tokens as keys, as the reference does.
+        """
+        offset = caches[0].length if caches else 0
+        self._check_ids(input_ids, offset)
+        if cache_mode is not None and cache_mode not in ("kv", "kv+g"):
+            raise ValueError(f"cache_mode must be None, 'kv' or 'kv+g', got {cache_mode!r}")
+        if cache_mode is not None and self.config.density == "prefix" and cache_mode == "kv+g":
+            raise ValueError("the 'kv+g' cache freezes one G per layer; it needs density='block'")
+        pad = (input_ids == self.config.pad_token_id) & mask_padding
+        if caches:
+            pad = torch.cat([caches[0].padding, pad], dim=1)
+        key_padding = pad if bool(pad.any()) else None
+        h, new_caches, outputs = self.decoder(
+            input_ids, key_padding, caches, cache_mode, output_pldr_attentions
+        )
+        if cache_mode is not None:
+            for c in new_caches:
+                c.padding = pad
+        return CausalLMOutput(
+            logits=self.final_layer(h),
+            caches=new_caches if cache_mode is not None else None,
+            pldr_attentions=outputs if output_pldr_attentions else None,
+        )
+
+    def num_parameters(self) -> int:
+        """Number of trainable parameters."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        *,
+        use_cache: bool = True,
+        cache: str | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        generator: torch.Generator | None = None,
+        stop_at_eos: bool = False,
+    ) -> Tensor:
+        """Continue ``input_ids [B, S]`` by ``max_new_tokens`` tokens; returns ``[B, S + n]``.
+
+        Decoding modes (``cache``; ``use_cache=True`` means ``"kv"``, False means ``"none"``):
+
+        * ``"none"`` — no cache: every step recomputes the whole sequence, the density over
+          all tokens included;
+        * ``"kv"`` — KV cache: keys, values and the running density Σ_s q_s q_sᵀ are cached;
+          every step adds the new token's density and reruns the metric learner. The new
+          token's attention is then exactly that of a full pass; positions already decoded keep
+          the states they were computed with, so with the published block density and more
+          than one layer, logits can differ from ``"none"`` (which recomputes every position
+          with the newest density) — exact for one layer and for ``density="prefix"``;
+        * ``"kv+g"`` — the published KV + G cache: the prompt's pass fixes A, A_LM, A_P and G_LM
+          per layer and later tokens skip the metric learner. It equals ``"none"`` only when G_LM
+          does not depend on the input (the inference-collapse condition).
+
+        ``temperature = 0`` is greedy; otherwise sampling with nucleus ``top_p``.
+        """
+        if cache is None:
+            cache = "kv" if use_cache else "none"
+        if cache not in CACHE_MODES:
+            raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError("need temperature >= 0 and 0 < top_p <= 1")
+        self._check_ids(input_ids, max_new_tokens)
+        self.eval()
+        ids = input_ids
+        caches = None
+        for _ in range(max_new_tokens):
+            if cache == "none":
+                logits = self(ids).logits[:, -1]
+            elif caches is None:
+                out = self(ids, cache_mode=cache)
+                logits, caches = out.logits[:, -1], out.caches
+            else:
+                out = self(ids[:, -1:], caches=caches, cache_mode=cache)
+                logits, caches = out.logits[:, -1], out.caches
+            nxt = _choose(logits, temperature, top_p, generator)
+            ids = torch.cat([ids, nxt], dim=1)
+            if stop_at_eos and bool((nxt == self.config.eos_token_id).all()):
+                break
+        return ids
+
+
+def _choose(logits: Tensor, temperature: float, top_p: float, generator) -> Tensor:
+    if temperature == 0:
+        return logits.argmax(-1, keepdim=True)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p
+        sorted_p = sorted_p * keep
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    return torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, generator=generator)
+
+
+class PLDRLLM(_DecoderLM):
+    """The PLDR-LLM decoder (PLGA attention), or its constant-G ablation when
+    ``config.custom_G_type`` is set. See the module docstring for the architecture."""
+
+    architecture = "PldrllmForCausalLM"
+
+    def __init__(self, config: PLDRConfig):
+        self.kind = "plga" if config.custom_G_type is None else "constant_g"
+        super().__init__(config)
+
+    def G_LM(self) -> list[Tensor]:
+        """The constant G_LM of every layer, ``[H, d_k, d_k]`` each (constant-G models only)."""
+        if self.kind != "constant_g":
+            raise TypeError(
+                "G_LM is input-dependent in a PLGA model; use a forward pass with "
+                "output_pldr_attentions=True"
+            )
+        return [layer.mha1.G_LM for layer in self.decoder.dec_layers]
+
+
+class GPT(_DecoderLM):
+    """The same decoder with scaled dot-product attention (G_LM = I, no metric learner): the
+    baseline of the same size. Takes a :class:`PLDRConfig`; PLGA-only fields are ignored."""
+
+    kind = "sdpa"
+    architecture = "KvattnGPTForCausalLM"
+
+
+def constant_g_from(model: PLDRLLM, G: list[Tensor]) -> PLDRLLM:
+    """A constant-G model with ``model``'s weights and the given per-layer G_LM ``[H, d_k, d_k]``.
+
+    This is the G ablation of the papers (v510G/v510Gi): every weight outside the metric learner
+    and the PLGA tensors transfers; ``G`` is typically the G_LM a trained model produces.
+    """
+    cfg = PLDRConfig.from_dict({**model.config.to_dict(), "custom_G_type": "external"})
+    if len(G) != cfg.num_hidden_layers:
+        raise ValueError(f"need one G_LM per layer ({cfg.num_hidden_layers}), got {len(G)}")
+    new = PLDRLLM(cfg).to(next(model.parameters()).device)
+    state = {k: v for k, v in model.state_dict().items() if k in new.state_dict()}
+    for i, g in enumerate(G):
+        expected = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
+        if tuple(g.shape) != expected:
+            raise ValueError(f"G_LM of layer {i} must have shape {expected}, got {tuple(g.shape)}")
+        state[f"decoder.dec_layers.{i}.mha1.G_LM"] = g.detach().to(new.final_layer.weight)
+    new.load_state_dict(state)
+    return new
