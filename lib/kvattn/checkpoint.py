@@ -106,7 +106,8 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     return directory
 
 
-def _resolve(path_or_hub_id: str | Path, revision: str | None) -> Path:
+def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) -> Path:
+    """The local folder of a checkpoint: ``path_or_hub_id`` itself, or a hub download."""
     path = Path(path_or_hub_id)
     if path.suffix in _PICKLE_SUFFIXES:
         raise ValueError(
@@ -131,7 +132,9 @@ def _resolve(path_or_hub_id: str | Path, revision: str | None) -> Path:
         ) from None
     return Path(
         snapshot_download(
-            str(path_or_hub_id), revision=revision, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME]
+            str(path_or_hub_id),
+            revision=revision,
+            allow_patterns=[CONFIG_NAME, WEIGHTS_NAME, "tokenizer.model"],
         )
     )
 
@@ -175,7 +178,7 @@ def load_pretrained(
     FileNotFoundError
         No such directory (and no hub access), or a missing file in it.
     """
-    directory = _resolve(path_or_hub_id, revision)
+    directory = resolve_checkpoint(path_or_hub_id, revision)
     raw, config = read_config(directory)
     arch = (raw.get("architectures") or [PLDRLLM.architecture])[0]
     if arch not in _ARCHITECTURES:

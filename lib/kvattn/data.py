@@ -31,7 +31,9 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
     source:
         ``"pydoc"`` — the Python reference topics of this interpreter (``pydoc_data.topics``),
         joined in sorted-key order; ``"stdlib"`` — the ``.py`` files of the standard library
-        (sorted paths, test suites excluded); or a path to a UTF-8 text file.
+        (sorted paths, test suites excluded); ``"hf:NAME[:SPLIT[:COLUMN]]"`` — a Hugging Face
+        dataset (needs the ``datasets`` package and a network; default split ``train``, column
+        ``text``; documents joined by blank lines); or a path to a UTF-8 text file.
     max_chars:
         Truncate to this many characters (``None``: the whole corpus).
 
@@ -61,6 +63,8 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
             if max_chars is not None and total >= max_chars:
                 break
         text = "\n\n".join(parts)
+    elif isinstance(source, str) and source.startswith("hf:"):
+        text = _load_hf_dataset(source, max_chars)
     else:
         path = Path(source)
         if not path.is_file():
@@ -71,6 +75,29 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
     if not text.strip():
         raise ValueError(f"the corpus {source!r} is empty")
     return text if max_chars is None else text[:max_chars]
+
+
+def _load_hf_dataset(source: str, max_chars: int | None) -> str:
+    parts = source[3:].split(":")
+    name = parts[0]
+    split = parts[1] if len(parts) > 1 else "train"
+    column = parts[2] if len(parts) > 2 else "text"
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        raise ValueError(
+            f"{source!r} needs the Hugging Face 'datasets' package (pip install datasets) and a "
+            "network connection"
+        ) from None
+    parts, total = [], 0
+    for row in load_dataset(name, split=split, streaming=True):
+        if column not in row:
+            raise ValueError(f"dataset {name!r} has no column {column!r}; columns: {list(row)}")
+        parts.append(str(row[column]))
+        total += len(parts[-1])
+        if max_chars is not None and total >= max_chars:
+            break
+    return "\n\n".join(parts)
 
 
 def train_tokenizer(text: str, vocab_size: int = 2048) -> spm.SentencePieceProcessor:
@@ -198,6 +225,20 @@ def lm_batch(
     offsets = torch.arange(block_size + 1)
     window = ids[starts[:, None] + offsets]
     return window[:, :-1].to(device), window[:, 1:].to(device)
+
+
+def blocks(ids: Tensor, block_size: int) -> Tensor:
+    """Cut a 1-D id stream into consecutive non-overlapping windows of ``block_size + 1`` ids,
+    shape ``[n, block_size + 1]``: inputs ``w[:, :-1]``, targets ``w[:, 1:]`` (the reference
+    packs documents, [END] between them, into fixed-length blocks the same way). The remainder
+    is dropped.
+    """
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
+    n = len(ids) // (block_size + 1)
+    if n < 1:
+        raise ValueError(f"need at least {block_size + 1} ids for one block, got {len(ids)}")
+    return ids[: n * (block_size + 1)].view(n, block_size + 1)
 
 
 @dataclass(frozen=True)

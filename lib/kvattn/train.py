@@ -1,22 +1,32 @@
-"""One training loop for every experiment of Part I, plus the losses it is used with.
+"""Training: one loop for every experiment, the losses it is used with, and pre-training of
+PLDR-LLMs and GPTs from the command line.
 
 :func:`train` takes a model and a ``loss_fn(step) -> scalar tensor`` that draws its own batch, so
 the same loop fits full-batch regression, the recall table and language modelling. It shows a
 tqdm progress bar, records the loss curve, and stops with a clear error on a non-finite loss.
+:func:`pretrain` builds a PLDR-LLM (or GPT) run on top of it: tokenizer, packed blocks, DDP under
+``torchrun``, bf16 autocast on CUDA, DAG regulariser, checkpoints and exact resume;
+``python -m kvattn.train --config FILE`` runs it.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from .data import RecallTask, RegressionTask, TokenData, lm_batch
+from .data import RecallTask, RegressionTask, TokenData, blocks, lm_batch, load_text, tokenize
+from .diagnostics import dag_loss
 from .lm import TinyLM, TinyLMConfig
 
 Tensor = torch.Tensor
@@ -57,38 +67,59 @@ def train(
     optimizer: str = "adamw",
     weight_decay: float = 0.0,
     betas: tuple[float, float] = (0.9, 0.95),
+    eps: float = 1e-8,
     warmup: int = 0,
     schedule: str = "constant",
     min_lr_ratio: float = 0.1,
     grad_clip: float | None = None,
+    clip_value: float | None = None,
+    autocast_dtype: torch.dtype | None = None,
     eval_fn: Callable[[], float] | None = None,
     eval_every: int | None = None,
     callback: Callable[[int, nn.Module], None] | None = None,
+    checkpoint_every: int | None = None,
+    on_checkpoint: Callable[[int, torch.optim.Optimizer, History], None] | None = None,
+    start_step: int = 0,
+    optimizer_state: dict | None = None,
+    history: History | None = None,
     log_every: int = 1,
     progress: bool = True,
     desc: str | None = None,
 ) -> History:
-    """Optimise ``model`` for ``steps`` steps of ``loss_fn``.
+    """Optimise ``model`` for steps ``start_step … steps − 1`` of ``loss_fn``.
 
     Parameters
     ----------
     loss_fn:
-        Called with the step index; returns the scalar loss to minimise (it samples its batch).
+        Called with the step index; returns the scalar loss to minimise (it draws its batch, so
+        a loss_fn that derives the batch from the step makes runs resumable).
     optimizer:
-        ``"adamw"`` (with ``betas``) or ``"sgd"`` (plain gradient descent: no momentum, so the
-        conservation laws of gradient flow hold up to O(lr²)).
+        ``"adamw"`` (with ``betas``, ``eps``) or ``"sgd"`` (plain gradient descent: no momentum,
+        so the conservation laws of gradient flow hold up to O(lr²)).
     schedule, warmup, min_lr_ratio:
-        See :func:`lr_multiplier`.
+        See :func:`lr_multiplier`; the learning rate is set before every step.
+    grad_clip, clip_value:
+        Clip the gradient's global norm, or every gradient entry to ±``clip_value`` (the
+        PLDR-LLM reference clips by value at 1.0).
+    autocast_dtype:
+        Run ``loss_fn`` under ``torch.autocast`` with this dtype (e.g. ``torch.bfloat16`` on
+        CUDA).
     eval_fn, eval_every:
         If given, ``eval_fn()`` runs under ``torch.no_grad`` and in eval mode every ``eval_every``
         steps and after the last one.
     callback:
         ``callback(step, model)`` after each optimiser step (e.g. to record weights).
+    checkpoint_every, on_checkpoint:
+        ``on_checkpoint(step, optimizer, history)`` after every ``checkpoint_every``-th step and
+        after the last (``step`` is the number of steps done).
+    start_step, optimizer_state, history:
+        Resume a run: skip to ``start_step`` with a saved optimizer state and loss history.
 
     Raises
     ------
     FloatingPointError
         The loss became NaN or infinite; the message names the step and the learning rate.
+        Nothing is checkpointed at or after that step.
     """
     if steps < 1 or lr <= 0:
         raise ValueError(f"need steps >= 1 and lr > 0, got steps={steps}, lr={lr}")
@@ -96,19 +127,21 @@ def train(
         raise ValueError(f"log_every must be a positive int, got {log_every!r}")
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if not 0 <= start_step <= steps:
+        raise ValueError(f"start_step must lie in [0, {steps}], got {start_step}")
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer == "adamw":
         opt: torch.optim.Optimizer = torch.optim.AdamW(
-            params, lr=lr, betas=betas, weight_decay=weight_decay
+            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay
         )
     elif optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     else:
         raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {optimizer!r}")
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_multiplier(s, steps, warmup, schedule, min_lr_ratio)
-    )
-    history = History()
+    if optimizer_state is not None:
+        opt.load_state_dict(optimizer_state)
+    history = history if history is not None else History()
+    device_type = params[0].device.type if params else "cpu"
 
     def evaluate(step: int) -> None:
         model.eval()
@@ -118,20 +151,32 @@ def train(
         model.train()
 
     model.train()
-    bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=0.5)
+    bar = tqdm(
+        range(start_step, steps),
+        desc=desc,
+        disable=not progress,
+        mininterval=0.5,
+        initial=start_step,
+        total=steps,
+    )
     for step in bar:
-        loss = loss_fn(step)
+        step_lr = lr * lr_multiplier(step, steps, warmup, schedule, min_lr_ratio)
+        for group in opt.param_groups:
+            group["lr"] = step_lr
+        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            loss = loss_fn(step)
         if not torch.isfinite(loss):
             raise FloatingPointError(
-                f"non-finite loss {loss.item()} at step {step} (lr {sched.get_last_lr()[0]:.3g}); "
-                "lower the learning rate or add grad_clip"
+                f"non-finite loss {loss.item()} at step {step} (lr {step_lr:.3g}); lower the "
+                "learning rate or clip the gradients"
             )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:
             nn.utils.clip_grad_norm_(params, grad_clip)
+        if clip_value is not None:
+            nn.utils.clip_grad_value_(params, clip_value)
         opt.step()
-        sched.step()
         if callback is not None:
             callback(step, model)
         if step % log_every == 0 or step == steps - 1:
@@ -140,8 +185,13 @@ def train(
             bar.set_postfix(loss=f"{history.loss[-1]:.4f}", refresh=False)
         if eval_fn is not None and eval_every and (step + 1) % eval_every == 0 and step < steps - 1:
             evaluate(step)
-    if eval_fn is not None:
+        if on_checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
+            if step < steps - 1:
+                on_checkpoint(step + 1, opt, history)
+    if eval_fn is not None and start_step < steps:
         evaluate(steps - 1)
+    if on_checkpoint is not None:
+        on_checkpoint(steps, opt, history)
     model.eval()
     return history
 
@@ -270,3 +320,312 @@ def train_lm_seeds(
         eval_steps = h.eval_steps
     n_params = sum(p.numel() for p in model.parameters())
     return SeedRuns(list(seeds), eval_steps, runs, n_params)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-training PLDR-LLMs and GPTs (Part II): config file, data, DDP, checkpoints, resume
+
+
+@dataclass
+class PretrainConfig:
+    """Everything a pre-training run needs; stored as JSON (``python -m kvattn.train --config``).
+
+    ``model`` holds :class:`kvattn.pldr.PLDRConfig` fields (``vocab_size`` is set from the
+    tokenizer); ``architecture`` is ``"pldrllm"`` or ``"gpt"``. Optimiser defaults are the
+    reference's: AdamW β = (0.9, 0.95), eps 1e-5, weight decay 0.1, gradient clipping by value at
+    1.0, linear warm-up then cosine decay to 10 % of the peak. ``dag`` = (c_A, c_Ap, c_G) are the
+    DAG-regulariser coefficients on A_LM, A_P and G_LM (0 = off). ``batch_size`` is global: under
+    DDP each of the W processes takes ``batch_size / W`` sequences of every step's batch.
+    """
+
+    model: dict = field(default_factory=dict)
+    architecture: str = "pldrllm"
+    corpus: str = "pydoc"
+    vocab_size: int = 1024
+    block_size: int = 64
+    val_every: int = 10
+    batch_size: int = 16
+    steps: int = 1000
+    lr: float = 1e-3
+    warmup: int = 100
+    min_lr_ratio: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-5
+    weight_decay: float = 0.1
+    clip_value: float | None = 1.0
+    clip_norm: float | None = None
+    dag: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    eval_every: int = 100
+    eval_blocks: int = 64
+    checkpoint_every: int = 500
+    out_dir: str = "runs/pldr"
+    seed: int = 1234
+    device: str = "auto"
+    bf16: bool = True
+
+    def __post_init__(self) -> None:
+        if self.architecture not in ("pldrllm", "gpt"):
+            raise ValueError(f"architecture must be 'pldrllm' or 'gpt', got {self.architecture!r}")
+        for name in (
+            "vocab_size",
+            "block_size",
+            "batch_size",
+            "steps",
+            "eval_every",
+            "eval_blocks",
+            "checkpoint_every",
+        ):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        if len(self.dag) != 3 or any(c < 0 for c in self.dag):
+            raise ValueError(f"dag must be three non-negative coefficients, got {self.dag!r}")
+        self.betas = tuple(self.betas)
+        self.dag = tuple(self.dag)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> PretrainConfig:
+        """Read a JSON config; unknown keys are an error (a typo must not be ignored)."""
+        raw = json.loads(Path(path).read_text())
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"unknown keys in {path}: {unknown}; expected some of {sorted(known)}")
+        return cls(**raw)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class PretrainResult:
+    """The trained model (unwrapped), its tokenizer, the loss history and the output folder."""
+
+    model: nn.Module
+    tokenizer: object
+    history: History
+    out_dir: Path
+
+
+def _distributed() -> tuple[int, int, int]:
+    """(rank, world size, local rank); initialises the process group under torchrun."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, 0
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
+    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss)."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=pad_id)
+
+
+def dag_penalty(outputs: list, coefficients: tuple[float, float, float]) -> Tensor:
+    """c_A·ℓ(A_LM) + c_Ap·ℓ(A_P) + c_G·ℓ(G_LM), each ℓ averaged over layers, batch and heads
+    (:func:`kvattn.diagnostics.dag_loss`; float32, outside autocast)."""
+    terms = []
+    for c, name in zip(coefficients, ("A_LM", "A_P", "G_LM"), strict=True):
+        if c > 0:
+            stacked = torch.stack([getattr(o, name) for o in outputs if o is not None])
+            with torch.autocast(stacked.device.type, enabled=False):
+                terms.append(c * dag_loss(stacked.float()).mean())
+    return sum(terms)
+
+
+def _save_training_state(
+    directory: Path, step: int, opt: torch.optim.Optimizer, history: History, cfg: PretrainConfig
+) -> None:
+    """Optimizer state as safetensors (tensors) + JSON (everything else); no pickle."""
+    state = opt.state_dict()
+    tensors, scalars = {}, {}
+    for idx, per_param in state["state"].items():
+        for name, value in per_param.items():
+            if isinstance(value, Tensor):
+                tensors[f"state.{idx}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[f"{idx}.{name}"] = value
+    save_file(tensors, directory / "optimizer.safetensors")
+    meta = {
+        "step": step,
+        "param_groups": state["param_groups"],
+        "scalars": scalars,
+        "history": asdict(history),
+        "config": cfg.to_dict(),
+    }
+    (directory / "trainer_state.json").write_text(json.dumps(meta, indent=1))
+
+
+def _load_training_state(directory: Path, device) -> tuple[int, dict, History]:
+    meta = json.loads((directory / "trainer_state.json").read_text())
+    tensors = load_file(directory / "optimizer.safetensors", device=str(device))
+    state: dict = {}
+    for key, value in tensors.items():
+        _, idx, name = key.split(".", 2)
+        state.setdefault(int(idx), {})[name] = value
+    for key, value in meta["scalars"].items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    return (
+        meta["step"],
+        {"state": state, "param_groups": meta["param_groups"]},
+        History(**meta["history"]),
+    )
+
+
+def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True) -> PretrainResult:
+    """Pre-train a PLDR-LLM or GPT on ``cfg.corpus``; runs unchanged under ``torchrun``.
+
+    The run writes ``out_dir/checkpoint/``: the model in the published format
+    (``config.json``, ``model.safetensors``), ``tokenizer.model`` (SentencePiece) and the
+    trainer state (``optimizer.safetensors``, ``trainer_state.json``). A checkpoint is first
+    written to a temporary folder and then renamed, so the folder always holds the last good
+    state. Every step's batch is a function of (seed, step) alone, so ``resume=True`` continues
+    exactly where the checkpoint left off and reproduces the uninterrupted loss curve. A
+    non-finite loss stops the run with :class:`FloatingPointError`; the last checkpoint stays.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    from .checkpoint import load_pretrained, save_pretrained
+    from .pldr import GPT, PLDRLLM, PLDRConfig
+
+    rank, world, local_rank = _distributed()
+    if cfg.batch_size % world:
+        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by {world} processes")
+    if cfg.device == "auto":
+        device = (
+            torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+        )
+    else:
+        device = torch.device(cfg.device)
+    out_dir = Path(cfg.out_dir)
+    ckpt = out_dir / "checkpoint"
+
+    text = load_text(cfg.corpus)
+    data = tokenize(text, vocab_size=cfg.vocab_size, val_every=cfg.val_every)
+    train_blocks = blocks(data.train, cfg.block_size)
+    val_blocks = blocks(data.val, cfg.block_size)[: cfg.eval_blocks]
+    model_cfg = PLDRConfig.from_dict(
+        {
+            "max_position_embeddings": cfg.block_size,
+            **cfg.model,
+            "vocab_size": data.vocab_size,
+        }
+    )
+    cls = PLDRLLM if cfg.architecture == "pldrllm" else GPT
+    start_step, opt_state, history = 0, None, None
+    if resume and (ckpt / "trainer_state.json").exists():
+        model = load_pretrained(ckpt, device=device).train()
+        start_step, opt_state, history = _load_training_state(ckpt, device)
+    else:
+        torch.manual_seed(cfg.seed)
+        model = cls(model_cfg).to(device)
+    net = (
+        DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+        if world > 1
+        else model
+    )
+    dag_on = cfg.architecture == "pldrllm" and any(c > 0 for c in cfg.dag)
+    per_rank = cfg.batch_size // world
+
+    def loss_fn(step: int) -> Tensor:
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        idx = torch.randint(len(train_blocks), (cfg.batch_size,), generator=gen)
+        batch = train_blocks[idx[rank * per_rank : (rank + 1) * per_rank]].to(device)
+        out = net(batch[:, :-1], output_pldr_attentions=dag_on)
+        loss = lm_cross_entropy(out.logits, batch[:, 1:], model_cfg.pad_token_id)
+        if dag_on:
+            loss = loss + dag_penalty(out.pldr_attentions, cfg.dag)
+        if world > 1:
+            # Report the mean over all processes (what a single process would see) while each
+            # process back-propagates its own part; DDP averages the gradients.
+            import torch.distributed as dist
+
+            total = loss.detach().clone()
+            dist.all_reduce(total)
+            loss = loss + (total / world - loss.detach())
+        return loss
+
+    @torch.no_grad()
+    def eval_fn() -> float:
+        losses = [
+            lm_cross_entropy(
+                model(b[None, :-1].to(device)).logits,
+                b[None, 1:].to(device),
+                model_cfg.pad_token_id,
+            )
+            for b in val_blocks
+        ]
+        return float(torch.stack(losses).mean())
+
+    def on_checkpoint(step: int, opt: torch.optim.Optimizer, hist: History) -> None:
+        if rank == 0:
+            tmp = out_dir / "checkpoint.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            save_pretrained(model, tmp)
+            (tmp / "tokenizer.model").write_bytes(data.tokenizer.serialized_model_proto())
+            _save_training_state(tmp, step, opt, hist, cfg)
+            shutil.rmtree(ckpt, ignore_errors=True)
+            tmp.rename(ckpt)
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    autocast = torch.bfloat16 if (cfg.bf16 and device.type == "cuda") else None
+    history = train(
+        net,
+        loss_fn,
+        steps=cfg.steps,
+        lr=cfg.lr,
+        betas=cfg.betas,
+        eps=cfg.eps,
+        weight_decay=cfg.weight_decay,
+        warmup=cfg.warmup,
+        schedule="cosine",
+        min_lr_ratio=cfg.min_lr_ratio,
+        grad_clip=cfg.clip_norm,
+        clip_value=cfg.clip_value,
+        autocast_dtype=autocast,
+        eval_fn=eval_fn,
+        eval_every=cfg.eval_every,
+        checkpoint_every=cfg.checkpoint_every,
+        on_checkpoint=on_checkpoint,
+        start_step=start_step,
+        optimizer_state=opt_state,
+        history=history,
+        progress=progress and rank == 0,
+        desc=f"pre-training {cfg.architecture}",
+    )
+    return PretrainResult(model, data.tokenizer, history, out_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kvattn.train --config FILE [--resume] [--steps N] [--out-dir DIR]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m kvattn.train", description=pretrain.__doc__)
+    parser.add_argument("--config", required=True, help="JSON file with PretrainConfig fields")
+    parser.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint")
+    parser.add_argument("--steps", type=int, help="override the number of steps")
+    parser.add_argument("--out-dir", help="override out_dir")
+    args = parser.parse_args(argv)
+    cfg = PretrainConfig.from_file(args.config)
+    if args.steps is not None:
+        cfg.steps = args.steps
+    if args.out_dir is not None:
+        cfg.out_dir = args.out_dir
+    result = pretrain(cfg, resume=args.resume)
+    if _distributed()[0] == 0:
+        final = result.history.evals[-1] if result.history.evals else float("nan")
+        print(
+            f"done: {cfg.steps} steps, final validation loss {final:.4f}; checkpoint in "
+            f"{result.out_dir / 'checkpoint'}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,574 @@
+"""Tests for :mod:`kvattn.checkpoint`: published-format round trips, tensor names and counts, a
+hand-written published checkpoint, and clear errors for every kind of bad checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from kvattn.checkpoint import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    from_published,
+    load_pretrained,
+    save_pretrained,
+    to_published,
+)
+from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
+
+F64 = torch.float64
+L, H, DK, D, V, A_DFF, FF, NRES, NDENSE = 2, 4, 8, 32, 128, 12, 80, 2, 2
+
+#: The fields of config.json that the published HF port reads (pldr-spec §9).
+PUBLISHED_FIELDS = (
+    "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads head_dim "
+    "max_position_embeddings A_dff num_reslayerA num_denseA layer_norm_eps rope_theta "
+    "reference_rope attention_bias glu_bias final_bias hidden_act custom_G_type cache_first_G "
+    "tie_word_embeddings model_type"
+).split()
+
+
+def cfg(**overrides) -> PLDRConfig:
+    base = dict(
+        vocab_size=V,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_hidden_layers=L,
+        intermediate_size=FF,
+        A_dff=A_DFF,
+        num_reslayerA=NRES,
+        num_denseA=NDENSE,
+        max_position_embeddings=64,
+    )
+    return PLDRConfig(**{**base, **overrides})
+
+
+def build(kind: str, seed: int = 0, **overrides):
+    """A tiny model of one kind with generic (perturbed) weights, in eval mode."""
+    torch.manual_seed(seed)
+    if kind == "gpt":
+        model = GPT(cfg(**overrides))
+    elif kind == "constant_g":
+        model = PLDRLLM(cfg(custom_G_type="random", **overrides))
+    else:
+        model = PLDRLLM(cfg(**overrides))
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.add_((0.01 if name.endswith(".P") else 0.1) * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+IDS = torch.tensor([[5, 17, 3, 99, 42, 8, 1, 64, 120], [7, 0, 0, 11, 12, 13, 14, 15, 16]])
+
+
+def logits(model, ids=IDS, **kw):
+    with torch.no_grad():
+        return model(ids, **kw).logits
+
+
+def per_layer_keys(num_reslayerA: int = NRES, num_denseA: int = NDENSE) -> int:
+    return 25 + num_reslayerA * (6 * num_denseA + 2)
+
+
+@pytest.fixture
+def saved(tmp_path) -> tuple[PLDRLLM, Path]:
+    model = build("plga")
+    return model, save_pretrained(model, tmp_path / "ckpt")
+
+
+def edit_config(directory: Path, **changes) -> None:
+    file = directory / CONFIG_NAME
+    data = json.loads(file.read_text())
+    data.update(changes)
+    file.write_text(json.dumps(data))
+
+
+def edit_tensors(directory: Path, fn) -> None:
+    file = directory / WEIGHTS_NAME
+    tensors = load_file(file)
+    fn(tensors)
+    save_file(tensors, file)
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+
+
+@pytest.mark.parametrize(
+    ("kind", "overrides"),
+    [
+        ("plga", {}),
+        ("plga", dict(density="prefix", reference_rope=False, plga_init="xavier_uniform")),
+        ("gpt", {}),
+        ("constant_g", {}),
+    ],
+)
+def test_round_trip_is_bit_identical(tmp_path, kind, overrides):
+    model = build(kind, **overrides)
+    directory = save_pretrained(model, tmp_path / "ckpt")
+    assert directory == tmp_path / "ckpt"
+    assert sorted(p.name for p in directory.iterdir()) == [CONFIG_NAME, WEIGHTS_NAME]
+    loaded = load_pretrained(directory)
+    assert type(loaded) is type(model) and not loaded.training
+    assert loaded.config == model.config
+    assert loaded.state_dict().keys() == model.state_dict().keys()
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert torch.equal(logits(loaded), logits(model))
+    assert torch.equal(
+        logits(loaded, output_pldr_attentions=True), logits(model, output_pldr_attentions=True)
+    )
+    assert torch.equal(loaded.generate(IDS, 5), model.generate(IDS, 5))
+
+
+def test_published_names_round_trip_through_state_dict():
+    for kind in ("plga", "gpt", "constant_g"):
+        model = build(kind)
+        state = model.state_dict()
+        back = from_published(to_published(state, model.config), model.config)
+        assert back.keys() == state.keys()
+        assert all(torch.equal(back[k], v) for k, v in state.items())
+
+
+def test_float64_round_trip_and_dtype_argument(tmp_path):
+    """A float64 model records torch_dtype 'float64'; load_pretrained(dtype=float64) reproduces it
+    bit for bit. Loading a float32 checkpoint with dtype=float64 gives a float64 model whose RoPE
+    tables were rebuilt (finite, equal to a fresh model's) and whose logits match float32's."""
+    model64 = build("plga").to(F64)
+    d64 = save_pretrained(model64, tmp_path / "f64")
+    assert json.loads((d64 / CONFIG_NAME).read_text())["torch_dtype"] == "float64"
+    with safe_open(d64 / WEIGHTS_NAME, "pt") as f:
+        assert f.get_tensor("final_layer.weight").dtype == F64
+    back = load_pretrained(d64, dtype=F64)
+    assert torch.equal(logits(back), logits(model64))
+
+    model = build("plga")
+    loaded = load_pretrained(save_pretrained(model, tmp_path / "f32"), dtype=F64)
+    assert {p.dtype for p in loaded.parameters()} == {F64}
+    rope = loaded.decoder.dec_layers[0].mha1.rope
+    assert rope.cos.dtype == F64 and rope.cos.device.type == "cpu"
+    fresh = build("plga").decoder.dec_layers[0].mha1.rope
+    torch.testing.assert_close(rope.cos, fresh.cos.to(F64), rtol=0, atol=0)
+    torch.testing.assert_close(rope.sin, fresh.sin.to(F64), rtol=0, atol=0)
+    out = logits(loaded)
+    assert out.dtype == F64 and out.isfinite().all()
+    torch.testing.assert_close(out, logits(model).to(F64), rtol=1e-4, atol=1e-4)
+
+
+def test_rope_tables_are_rebuilt_after_loading(saved):
+    """The RoPE tables are non-persistent; the loader builds the model on the meta device and
+    must rebuild them, with the config's layout."""
+    model, directory = saved
+    loaded = load_pretrained(directory)
+    for a, b in zip(loaded.decoder.dec_layers, model.decoder.dec_layers, strict=True):
+        assert a.mha1.rope.cos.device.type == "cpu"
+        assert torch.equal(a.mha1.rope.cos, b.mha1.rope.cos)
+        assert torch.equal(a.mha1.rope.sin, b.mha1.rope.sin)
+        assert a.mha1.rope.interleaved is True
+    assert logits(loaded).isfinite().all()
+    assert "rope" not in " ".join(load_file(directory / WEIGHTS_NAME))
+
+
+# ---------------------------------------------------------------------------------------------
+# Published format
+
+
+def test_config_json_has_published_fields(saved):
+    model, directory = saved
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    assert raw["architectures"] == ["PldrllmForCausalLM"]
+    assert raw["model_type"] == "pldrllm"
+    assert raw["torch_dtype"] == "float32"
+    for name in PUBLISHED_FIELDS:
+        assert name in raw, name
+    expected = dict(
+        vocab_size=V,
+        hidden_size=D,
+        intermediate_size=FF,
+        num_hidden_layers=L,
+        num_attention_heads=H,
+        head_dim=DK,
+        A_dff=A_DFF,
+        num_reslayerA=NRES,
+        num_denseA=NDENSE,
+        layer_norm_eps=1e-6,
+        rope_theta=10000.0,
+        reference_rope=True,
+        attention_bias=True,
+        glu_bias=True,
+        final_bias=True,
+        hidden_act="silu",
+        custom_G_type=None,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+    )
+    assert {k: raw[k] for k in expected} == expected
+    assert "extra" not in raw
+    gpt_dir = save_pretrained(build("gpt"), directory.parent / "gpt")
+    assert json.loads((gpt_dir / CONFIG_NAME).read_text())["architectures"] == [
+        "KvattnGPTForCausalLM"
+    ]
+
+
+def test_safetensors_has_published_names_and_shapes(saved):
+    _, directory = saved
+    with safe_open(directory / WEIGHTS_NAME, "pt") as f:
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
+        assert f.metadata() == {"format": "pt"}
+    assert len(shapes) == L * per_layer_keys() + 5 == 2 * (25 + 2 * 14) + 5
+    p = "decoder.dec_layers.1.mha1."
+    expected = {
+        "decoder.embedding.weight": (V, D),
+        "decoder.layernorm1.weight": (D,),
+        "final_layer.weight": (V, D),
+        "final_layer.bias": (V,),
+        "decoder.dec_layers.0.mha1.plgatt_layer.Wlst": (H, DK, DK),
+        p + "plgatt_layer.blst": (H, DK, DK),
+        p + "plgatt_layer.pwlst": (H, DK, DK),
+        p + "plgatt_layer.alst": (H, DK, DK),
+        p + "plgatt_layer.balst": (H, DK, DK),
+        p + "wq.weight": (D, D),
+        p + "dense.bias": (D,),
+        p + "layernorm1.weight": (DK,),
+        "decoder.dec_layers.0.mha1.reslayerAs.0.denseAs.0.gluw1.weight": (A_DFF, DK),
+        p + "reslayerAs.1.denseAs.1.gluw2.bias": (A_DFF,),
+        p + "reslayerAs.1.denseAs.1.gluw3.weight": (DK, A_DFF),
+        p + "reslayerAs.1.layernormA.bias": (DK,),
+        "decoder.dec_layers.1.ffn.gluw1.weight": (FF, D),
+        "decoder.dec_layers.1.ffn.gluw3.weight": (D, FF),
+        "decoder.dec_layers.1.layernorm2.bias": (D,),
+    }
+    for key, shape in expected.items():
+        assert shapes.get(key) == shape, key
+    kvattn_names = [k for k in shapes if k.rsplit(".", 1)[-1] in ("W", "b_W", "P", "a", "b_a")]
+    assert kvattn_names == []
+
+
+def test_key_count_formula_for_other_sizes(tmp_path):
+    """25 + num_reslayerA·(6·num_denseA + 2) keys per layer, plus 5."""
+    model = build("plga", num_hidden_layers=3, num_reslayerA=3, num_denseA=1)
+    directory = save_pretrained(model, tmp_path / "c")
+    assert len(load_file(directory / WEIGHTS_NAME)) == 3 * per_layer_keys(3, 1) + 5 == 3 * 49 + 5
+    gpt_dir = save_pretrained(build("gpt", num_hidden_layers=3), tmp_path / "g")
+    assert len(load_file(gpt_dir / WEIGHTS_NAME)) == 3 * 18 + 5
+
+
+def test_constant_g_checkpoint_layout(tmp_path):
+    model = build("constant_g")
+    directory = save_pretrained(model, tmp_path / "cg")
+    tensors = load_file(directory / WEIGHTS_NAME)
+    past = tensors["decoder.past_G_values"]
+    assert past.shape == (L, 3, 1, H, DK, DK) and past.dtype == torch.float32
+    for i, G in enumerate(model.G_LM()):
+        assert torch.equal(past[i, 2, 0], G)
+    assert (past[:, :2] == 0).all()
+    status = tensors["decoder.past_G_values_status"]
+    assert status.dtype == torch.bool and status.shape == (L,) and status.all()
+    banned = ("plgatt_layer", "reslayerAs", "mha1.layernorm1", "G_LM")
+    assert not [k for k in tensors if any(b in k for b in banned)]
+    assert len(tensors) == L * 18 + 5 + 2
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    assert raw["custom_G_type"] == "random" and raw["architectures"] == ["PldrllmForCausalLM"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A checkpoint written by hand in the published format
+
+
+def _published_tensors(seed: int = 0, constant_g: bool = False) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+
+    def r(*shape):
+        return 0.1 * torch.randn(shape, generator=g)
+
+    t = {
+        "decoder.embedding.weight": torch.randn(V, D, generator=g),
+        "decoder.layernorm1.weight": 1 + r(D),
+        "decoder.layernorm1.bias": r(D),
+        "final_layer.weight": r(V, D),
+        "final_layer.bias": r(V),
+    }
+    for i in range(L):
+        p = f"decoder.dec_layers.{i}."
+        for name in ("wq", "wk", "wv", "dense"):
+            t[f"{p}mha1.{name}.weight"], t[f"{p}mha1.{name}.bias"] = r(D, D), r(D)
+        for name in ("gluw1", "gluw2"):
+            t[f"{p}ffn.{name}.weight"], t[f"{p}ffn.{name}.bias"] = r(FF, D), r(FF)
+        t[f"{p}ffn.gluw3.weight"], t[f"{p}ffn.gluw3.bias"] = r(D, FF), r(D)
+        for name in ("layernorm1", "layernorm2"):
+            t[f"{p}{name}.weight"], t[f"{p}{name}.bias"] = 1 + r(D), r(D)
+        if constant_g:
+            continue
+        for name in ("Wlst", "blst", "alst", "balst"):
+            t[f"{p}mha1.plgatt_layer.{name}"] = r(H, DK, DK)
+        t[f"{p}mha1.plgatt_layer.pwlst"] = 0.1 * r(H, DK, DK)
+        t[f"{p}mha1.layernorm1.weight"], t[f"{p}mha1.layernorm1.bias"] = 1 + r(DK), r(DK)
+        for j in range(NRES):
+            u = f"{p}mha1.reslayerAs.{j}."
+            for k in range(NDENSE):
+                for name in ("gluw1", "gluw2"):
+                    t[f"{u}denseAs.{k}.{name}.weight"] = r(A_DFF, DK)
+                    t[f"{u}denseAs.{k}.{name}.bias"] = r(A_DFF)
+                t[f"{u}denseAs.{k}.gluw3.weight"], t[f"{u}denseAs.{k}.gluw3.bias"] = (
+                    r(DK, A_DFF),
+                    r(DK),
+                )
+            t[f"{u}layernormA.weight"], t[f"{u}layernormA.bias"] = 1 + r(DK), r(DK)
+    if constant_g:
+        t["decoder.past_G_values"] = torch.randn(L, 3, 1, H, DK, DK, generator=g)
+        t["decoder.past_G_values_status"] = torch.ones(L, dtype=torch.bool)
+    return t
+
+
+def _published_config(**changes) -> dict:
+    """A config.json shaped like the released PLDR-LLM-v51-SOC-110M-1 one, at the tiny size."""
+    return {
+        "A_dff": A_DFF,
+        "architectures": ["PldrllmForCausalLM"],
+        "attention_bias": True,
+        "attention_dropout": 0.0,
+        "auto_map": {
+            "AutoConfig": "configuration_pldrllm.PldrllmConfig",
+            "AutoModelForCausalLM": "modeling_pldrllm.PldrllmForCausalLM",
+        },
+        "bos_token_id": 2,
+        "cache_first_G": False,
+        "custom_G_type": None,
+        "dtype": "float32",
+        "eos_token_id": 3,
+        "final_bias": True,
+        "glu_bias": True,
+        "head_dim": DK,
+        "hidden_act": "silu",
+        "hidden_size": D,
+        "initializer_range": 0.02,
+        "intermediate_size": FF,
+        "layer_norm_eps": 1e-6,
+        "max_position_embeddings": 64,
+        "model_type": "pldrllm",
+        "num_attention_heads": H,
+        "num_denseA": NDENSE,
+        "num_hidden_layers": L,
+        "num_reslayerA": NRES,
+        "output_pldr_attentions": False,
+        "pad_token_id": 0,
+        "reference_rope": True,
+        "rope_scaling": None,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "transformers_version": "4.56.1",
+        "use_cache": True,
+        "vocab_size": V,
+        **changes,
+    }
+
+
+def _write_published(directory: Path, tensors: dict, config: dict) -> Path:
+    directory.mkdir(parents=True)
+    save_file(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt"})
+    (directory / CONFIG_NAME).write_text(json.dumps(config))
+    return directory
+
+
+def test_load_hand_written_published_checkpoint(tmp_path):
+    tensors = _published_tensors()
+    assert len(tensors) == L * per_layer_keys() + 5
+    directory = _write_published(tmp_path / "pub", tensors, _published_config())
+    model = load_pretrained(directory)
+    assert type(model) is PLDRLLM and model.config.custom_G_type is None
+    assert model.config.extra["transformers_version"] == "4.56.1"
+    assert model.config.extra["auto_map"]["AutoConfig"] == "configuration_pldrllm.PldrllmConfig"
+    names = {"W": "Wlst", "b_W": "blst", "P": "pwlst", "a": "alst", "b_a": "balst"}
+    for i, layer in enumerate(model.decoder.dec_layers):
+        for ours, theirs in names.items():
+            got = getattr(layer.mha1.plgatt_layer, ours)
+            assert torch.equal(got, tensors[f"decoder.dec_layers.{i}.mha1.plgatt_layer.{theirs}"])
+    state = model.state_dict()
+    for key, value in tensors.items():
+        ours = key
+        for theirs_name, our_name in ((v, k) for k, v in names.items()):
+            ours = ours.replace(f"plgatt_layer.{theirs_name}", f"plgatt_layer.{our_name}")
+        assert torch.equal(state[ours], value), key
+    out = logits(model, output_pldr_attentions=True)
+    assert out.isfinite().all()
+    # and it writes back the very same tensors
+    again = load_file(save_pretrained(model, tmp_path / "again") / WEIGHTS_NAME)
+    assert again.keys() == tensors.keys()
+    assert all(torch.equal(again[k], v) for k, v in tensors.items())
+
+
+def test_load_hand_written_constant_g_checkpoint(tmp_path):
+    """A v51G-style checkpoint: custom_G_type set, G in past_G_values[:, 2, 0]; no architectures
+    field (the loader defaults to PLDR-LLM)."""
+    tensors = _published_tensors(constant_g=True)
+    config = _published_config(custom_G_type="external")
+    del config["architectures"]
+    model = load_pretrained(_write_published(tmp_path / "g", tensors, config))
+    assert type(model) is PLDRLLM
+    for i, G in enumerate(model.G_LM()):
+        assert torch.equal(G, tensors["decoder.past_G_values"][i, 2, 0])
+    assert logits(model).isfinite().all()
+
+
+def test_unset_g_status_is_refused(tmp_path):
+    tensors = _published_tensors(constant_g=True)
+    tensors["decoder.past_G_values_status"][1] = False
+    directory = _write_published(
+        tmp_path / "g", tensors, _published_config(custom_G_type="external")
+    )
+    with pytest.raises(ValueError, match="past_G_values_status marks some layers' G as unset"):
+        load_pretrained(directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad checkpoints
+
+
+def test_missing_tensor(saved):
+    _, directory = saved
+    key = "decoder.dec_layers.1.mha1.plgatt_layer.pwlst"
+    edit_tensors(directory, lambda t: t.pop(key))
+    with pytest.raises(ValueError, match=r"does not match its config \(PldrllmForCausalLM\)") as e:
+        load_pretrained(directory)
+    assert "missing 1 tensors" in str(e.value) and "decoder.dec_layers.1.mha1.plgatt_layer.P" in (
+        str(e.value)
+    )
+
+
+def test_unexpected_tensor(saved):
+    _, directory = saved
+    edit_tensors(directory, lambda t: t.update({"decoder.extra.weight": torch.zeros(3)}))
+    with pytest.raises(ValueError, match=r"unexpected 1 tensors, e.g. \['decoder.extra.weight'\]"):
+        load_pretrained(directory)
+
+
+def test_wrong_shape_names_key_and_config(saved):
+    _, directory = saved
+    key = "decoder.dec_layers.0.mha1.reslayerAs.1.denseAs.0.gluw1.weight"
+    edit_tensors(directory, lambda t: t.update({key: torch.zeros(A_DFF + 1, DK)}))
+    with pytest.raises(ValueError, match="config.json implies") as e:
+        load_pretrained(directory)
+    msg = str(e.value)
+    assert key in msg and "(13, 8)" in msg and "(12, 8)" in msg and "A_dff=12" in msg
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        (dict(vocab_size=100), r"decoder.embedding.weight has shape \(128, 32\).*vocab_size=100"),
+        (dict(hidden_size=48, head_dim=12), r"has shape .*hidden_size=48"),
+        (dict(hidden_size=48), "must equal hidden_size = 48"),
+        (dict(num_hidden_layers=1), "unexpected"),
+        (dict(num_hidden_layers=3), "missing"),
+        (dict(num_reslayerA=3), "missing"),
+        (dict(custom_G_type="identity"), "unexpected"),
+        (dict(A_dff=0), "A_dff must be a positive int"),
+        (dict(density="causal"), "density must be"),
+    ],
+)
+def test_config_contradicting_weights(saved, changes, match):
+    _, directory = saved
+    edit_config(directory, **changes)
+    with pytest.raises(ValueError, match=match):
+        load_pretrained(directory)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        pytest.param(lambda b: b[: len(b) // 2], id="cut-in-half"),
+        pytest.param(lambda b: b[:-1], id="last-byte-missing"),
+        pytest.param(lambda b: b[:8] + b"\x00" * 16 + b[24:], id="header-bytes-zeroed"),
+        pytest.param(lambda b: b"\xff" * 8 + b[8:], id="header-length"),
+        pytest.param(lambda b: b"", id="empty"),
+        pytest.param(lambda b: os.urandom(1000), id="random-bytes"),
+    ],
+)
+def test_truncated_or_corrupted_weights(saved, corrupt):
+    _, directory = saved
+    file = directory / WEIGHTS_NAME
+    file.write_bytes(corrupt(file.read_bytes()))
+    with pytest.raises(ValueError, match=r"model.safetensors is truncated or corrupted"):
+        load_pretrained(directory)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [('{"vocab_size": 128,', "is not valid JSON"), ("[1, 2]", "must hold a JSON object")],
+)
+def test_invalid_config_json(saved, text, match):
+    _, directory = saved
+    (directory / CONFIG_NAME).write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_pretrained(directory)
+
+
+def test_missing_files(saved, tmp_path):
+    _, directory = saved
+    other = tmp_path / "other"
+    shutil.copytree(directory, other)
+    (directory / CONFIG_NAME).unlink()
+    with pytest.raises(FileNotFoundError, match="has no config.json"):
+        load_pretrained(directory)
+    (other / WEIGHTS_NAME).unlink()
+    with pytest.raises(FileNotFoundError, match="has no model.safetensors"):
+        load_pretrained(other)
+    with pytest.raises(FileNotFoundError, match="no checkpoint directory at"):
+        load_pretrained(tmp_path / "does-not-exist")
+    with pytest.raises(ValueError, match="expected a checkpoint directory"):
+        load_pretrained(other / CONFIG_NAME)
+
+
+class _Trap:
+    """Unpickling this creates a marker directory: proof that a file was unpickled."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (str(self.marker),))
+
+
+@pytest.mark.parametrize("suffix", [".bin", ".pt", ".pth", ".pkl", ".ckpt"])
+def test_pickle_files_are_refused_unread(tmp_path, monkeypatch, suffix):
+    marker = tmp_path / "unpickled"
+    file = tmp_path / f"model{suffix}"
+    file.write_bytes(pickle.dumps(_Trap(marker)))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a pickle file was read")
+
+    monkeypatch.setattr(torch, "load", forbidden)
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    for path in (file, str(file), tmp_path / f"absent{suffix}"):
+        with pytest.raises(ValueError, match="pickle-based checkpoint"):
+            load_pretrained(path)
+    assert not marker.exists()
+
+
+def test_unknown_architecture_and_model_type(saved):
+    _, directory = saved
+    edit_config(directory, architectures=["LlamaForCausalLM"])
+    with pytest.raises(ValueError, match="unknown architecture 'LlamaForCausalLM'"):
+        load_pretrained(directory)
+    edit_config(directory, architectures=["PldrllmForCausalLM"], model_type="llama")
+    with pytest.raises(ValueError, match="model_type 'llama', not 'pldrllm'"):
+        load_pretrained(directory)
+
+
+def test_gpt_checkpoint_is_not_a_plga_checkpoint(tmp_path):
+    """Relabelling a GPT checkpoint as PLDR-LLM fails: the PLGA tensors are missing."""
+    directory = save_pretrained(build("gpt"), tmp_path / "gpt")
+    edit_config(directory, architectures=["PldrllmForCausalLM"])
+    with pytest.raises(ValueError, match="missing 70 tensors"):
+        load_pretrained(directory)
