@@ -1,0 +1,171 @@
+"""Diagnostics of PLGA's deductive tensors, each on a constructed case with a known answer."""
+
+import math
+
+import pytest
+import torch
+
+from kvattn import diagnostics as D
+
+
+def _rot(angle: float) -> torch.Tensor:
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+
+
+def rope_matrix(d_k: int, position: int, interleaved: bool, theta: float = 10000.0):
+    """The d_k × d_k RoPE rotation at ``position`` built from its planes."""
+    R = torch.zeros(d_k, d_k, dtype=torch.float64)
+    for i, (a, b) in enumerate(D.rope_planes(d_k, interleaved)):
+        block = _rot(position * theta ** (-2 * i / d_k))
+        R[a, a], R[a, b], R[b, a], R[b, b] = block[0, 0], block[0, 1], block[1, 0], block[1, 1]
+    return R
+
+
+# --- DAG losses ------------------------------------------------------------------------------
+
+
+def test_dag_loss_is_zero_for_a_dag():
+    """A strictly upper-triangular M is the adjacency of a DAG: M∘M is nilpotent, tr e^{M∘M} = d
+    and both the reference loss and NOTEARS h vanish."""
+    torch.manual_seed(0)
+    M = torch.randn(3, 6, 6, dtype=torch.float64).triu(1)
+    assert torch.allclose(D.dag_loss(M), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(D.notears_h(M), torch.zeros(3, dtype=torch.float64), atol=1e-10)
+
+
+def test_log_trace_matches_direct_computation_where_it_does_not_overflow():
+    torch.manual_seed(1)
+    M = torch.randn(4, 8, 8, dtype=torch.float64)
+    direct = torch.log(torch.linalg.matrix_exp(M * M).diagonal(dim1=-2, dim2=-1).sum(-1))
+    assert torch.allclose(D.log_trace_expm_squared(M), direct, rtol=1e-10)
+    h = D.notears_h(M)
+    assert torch.allclose(D.dag_loss(M), torch.log1p(h / 8).abs(), rtol=1e-10)
+
+
+def test_dag_loss_does_not_overflow_float32_and_has_finite_gradients():
+    """Entries of 8 give tr e^{M∘M} ≈ e^{64·d}, far beyond float32 (and float64 for d = 64); the
+    shifted computation stays finite: log tr = ρ(M∘M) + log(multiplicity) for a constant matrix."""
+    d = 64
+    M = torch.full((2, d, d), 8.0, requires_grad=True)
+    loss = D.dag_loss(M)
+    # M∘M = 64·𝟙𝟙ᵀ has eigenvalues 64d (once) and 0 (d−1 times): tr e = e^{64d} + d − 1
+    expected = 64 * d + math.log1p((d - 1) * math.exp(-64 * d)) - math.log(d)
+    assert torch.allclose(loss, torch.full((2,), expected), rtol=1e-5)
+    loss.sum().backward()
+    assert torch.isfinite(M.grad).all()
+    assert torch.isinf(D.notears_h(M.detach())).all()
+
+
+def test_dag_loss_gradient_matches_finite_differences():
+    torch.manual_seed(2)
+    M = (0.5 * torch.randn(5, 5, dtype=torch.float64)).requires_grad_()
+    assert torch.autograd.gradcheck(lambda m: D.dag_loss(m), (M,))
+
+
+# --- order parameters ------------------------------------------------------------------------
+
+
+def test_order_parameter_known_values():
+    x1 = torch.full((10, 4), 2.0)
+    x2 = x1 + torch.tensor([0.1, -0.1, 0.1, -0.1])
+    assert D.order_parameter(x1, x1) == 0.0
+    assert D.order_parameter(x1, x2, "mean") == pytest.approx(0.1 / 2.0)
+    rms2 = math.sqrt(((2.1**2) + (1.9**2)) / 2)
+    assert D.order_parameter(x1, x2, "rms") == pytest.approx(0.1 / (0.5 * (2.0 + rms2)))
+    assert D.order_parameter(x1, -x1, "rms") == pytest.approx(2.0)  # the bound
+    with pytest.raises(ValueError, match="normalisation"):
+        D.order_parameter(x1, x2, "max")
+    with pytest.raises(ValueError, match="shapes differ"):
+        D.order_parameter(x1, x2[:3])
+
+
+# --- rank-1 audit ----------------------------------------------------------------------------
+
+
+def test_rank_audit_of_identical_rows_and_heads():
+    """A = 𝟙αᵀ with the same α in every head: rank 1, σ2/σ1 ≈ 0, identical rows and heads."""
+    alpha = torch.randn(16, dtype=torch.float64)
+    A = torch.ones(16, 1, dtype=torch.float64) * alpha
+    stack = A.expand(2, 3, 16, 16)  # [B, H, d, d]
+    audit = D.rank_audit(stack, head_dim=1)
+    assert (audit.rank == 1).all()
+    assert (audit.sigma_ratio < 1e-12).all()
+    assert (audit.row_spread < 1e-20).all()
+    assert audit.head_spread == pytest.approx(0.0, abs=1e-15)
+
+
+def test_rank_audit_of_random_matrices():
+    torch.manual_seed(3)
+    A = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    audit = D.rank_audit(A)
+    assert (audit.rank == 16).all()
+    assert (audit.sigma_ratio > 0.2).all()
+    assert (audit.row_spread > 0.5).all()
+    assert audit.head_spread > 0.5
+
+
+# --- Perron–Frobenius ------------------------------------------------------------------------
+
+
+def test_perron_frobenius_matches_eig_on_positive_matrices():
+    torch.manual_seed(4)
+    A = torch.rand(3, 10, 10, dtype=torch.float64) + 1e-9
+    lam, v = D.perron_frobenius(A)
+    eig = torch.linalg.eigvals(A)
+    assert torch.allclose(lam, eig.abs().amax(-1), rtol=1e-9)
+    assert (v > 0).all()
+    assert torch.allclose(v.sum(-1), torch.ones(3, dtype=torch.float64))
+    assert torch.allclose(A @ v[..., None], lam[:, None, None] * v[..., None], atol=1e-9)
+
+
+def test_perron_frobenius_needs_positive_entries():
+    with pytest.raises(ValueError, match="positive"):
+        D.perron_frobenius(torch.eye(3))
+
+
+# --- RoPE commutant --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_commutant_projection_commutes_with_rope_and_is_orthogonal(interleaved):
+    torch.manual_seed(5)
+    d_k = 8
+    G = torch.randn(d_k, d_k, dtype=torch.float64)
+    P = D.commutant_projection(G, interleaved)
+    for position in [1, 3, 17]:
+        R = rope_matrix(d_k, position, interleaved)
+        assert torch.allclose(R @ P, P @ R, atol=1e-12)
+        assert not torch.allclose(R @ G, G @ R, atol=1e-3)
+    # G − Π(G) is orthogonal to the commutant (Frobenius inner product with Π of anything)
+    other = D.commutant_projection(torch.randn(d_k, d_k, dtype=torch.float64), interleaved)
+    assert float(((G - P) * other).sum()) == pytest.approx(0.0, abs=1e-12)
+    assert torch.allclose(D.commutant_projection(P, interleaved), P)  # idempotent
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_commutant_residual_zero_for_rotation_scalings_and_one_for_off_block(interleaved):
+    d_k = 8
+    G = torch.zeros(d_k, d_k, dtype=torch.float64)
+    for i, (a, b) in enumerate(D.rope_planes(d_k, interleaved)):
+        G[a, a] = G[b, b] = 1.0 + i
+        G[b, a], G[a, b] = 0.5 * i, -0.5 * i
+    assert float(D.commutant_residual(G, interleaved)) == pytest.approx(0.0, abs=1e-15)
+    off = torch.zeros(d_k, d_k, dtype=torch.float64)
+    a0, _ = D.rope_planes(d_k, interleaved)[0]
+    a1, _ = D.rope_planes(d_k, interleaved)[1]
+    off[a0, a1] = 1.0  # couples two different planes: nothing of it is in the commutant
+    assert float(D.commutant_residual(off, interleaved)) == pytest.approx(1.0)
+
+
+def test_relative_position_scores_for_commuting_g():
+    """If G commutes with RoPE, q_m G k_nᵀ (rotated) depends only on m − n."""
+    torch.manual_seed(6)
+    d_k = 8
+    G = D.commutant_projection(torch.randn(d_k, d_k, dtype=torch.float64))
+    q, k = torch.randn(d_k, dtype=torch.float64), torch.randn(d_k, dtype=torch.float64)
+
+    def score(m, n):
+        return (q @ rope_matrix(d_k, m, True).T) @ G @ (k @ rope_matrix(d_k, n, True).T)
+
+    assert float(score(5, 2)) == pytest.approx(float(score(13, 10)), abs=1e-12)
