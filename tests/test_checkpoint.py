@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import random
 import shutil
 from pathlib import Path
 
@@ -183,7 +184,7 @@ def test_rope_tables_are_rebuilt_after_loading(saved):
 
 
 def test_config_json_has_published_fields(saved):
-    model, directory = saved
+    _, directory = saved
     raw = json.loads((directory / CONFIG_NAME).read_text())
     assert raw["architectures"] == ["PldrllmForCausalLM"]
     assert raw["model_type"] == "pldrllm"
@@ -222,8 +223,9 @@ def test_config_json_has_published_fields(saved):
 def test_safetensors_has_published_names_and_shapes(saved):
     _, directory = saved
     with safe_open(directory / WEIGHTS_NAME, "pt") as f:
-        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
-        assert f.metadata() == {"format": "pt"}
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        meta = f.metadata()
+        assert meta["format"] == "pt" and len(meta["kvattn_sha256"]) == 64
     assert len(shapes) == L * per_layer_keys() + 5 == 2 * (25 + 2 * 14) + 5
     p = "decoder.dec_layers.1.mha1."
     expected = {
@@ -455,7 +457,7 @@ def test_wrong_shape_names_key_and_config(saved):
     _, directory = saved
     key = "decoder.dec_layers.0.mha1.reslayerAs.1.denseAs.0.gluw1.weight"
     edit_tensors(directory, lambda t: t.update({key: torch.zeros(A_DFF + 1, DK)}))
-    with pytest.raises(ValueError, match="config.json implies") as e:
+    with pytest.raises(ValueError, match=r"config\.json implies") as e:
         load_pretrained(directory)
     msg = str(e.value)
     assert key in msg and "(13, 8)" in msg and "(12, 8)" in msg and "A_dff=12" in msg
@@ -490,7 +492,7 @@ def test_config_contradicting_weights(saved, changes, match):
         pytest.param(lambda b: b[:8] + b"\x00" * 16 + b[24:], id="header-bytes-zeroed"),
         pytest.param(lambda b: b"\xff" * 8 + b[8:], id="header-length"),
         pytest.param(lambda b: b"", id="empty"),
-        pytest.param(lambda b: os.urandom(1000), id="random-bytes"),
+        pytest.param(lambda b: random.Random(0).randbytes(1000), id="random-bytes"),
     ],
 )
 def test_truncated_or_corrupted_weights(saved, corrupt):
@@ -498,6 +500,17 @@ def test_truncated_or_corrupted_weights(saved, corrupt):
     file = directory / WEIGHTS_NAME
     file.write_bytes(corrupt(file.read_bytes()))
     with pytest.raises(ValueError, match=r"model.safetensors is truncated or corrupted"):
+        load_pretrained(directory)
+
+
+def test_flipped_tensor_bytes_fail_the_recorded_checksum(saved):
+    """Damaged tensor data leaves a readable file; the checksum recorded at save time catches it."""
+    _, directory = saved
+    file = directory / WEIGHTS_NAME
+    data = bytearray(file.read_bytes())
+    data[-5] ^= 0xFF  # inside the last tensor's bytes
+    file.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="do not match the SHA-256 checksum"):
         load_pretrained(directory)
 
 
@@ -517,10 +530,10 @@ def test_missing_files(saved, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(directory, other)
     (directory / CONFIG_NAME).unlink()
-    with pytest.raises(FileNotFoundError, match="has no config.json"):
+    with pytest.raises(FileNotFoundError, match=r"has no config\.json"):
         load_pretrained(directory)
     (other / WEIGHTS_NAME).unlink()
-    with pytest.raises(FileNotFoundError, match="has no model.safetensors"):
+    with pytest.raises(FileNotFoundError, match=r"has no model\.safetensors"):
         load_pretrained(other)
     with pytest.raises(FileNotFoundError, match="no checkpoint directory at"):
         load_pretrained(tmp_path / "does-not-exist")

@@ -416,19 +416,20 @@ def test_rope_layout_and_angles(interleaved):
     ang = _angles(S, dk, start)[None, :, None, :]
     i = torch.arange(dk // 2)
     first, second = (2 * i, 2 * i + 1) if interleaved else (i, i + dk // 2)
+    pairs = list(zip(first.tolist(), second.tolist(), strict=True))
     x1, x2 = x[..., first], x[..., second]
     want = torch.empty_like(x)
     want[..., first] = x1 * ang.cos() - x2 * ang.sin()
     want[..., second] = x1 * ang.sin() + x2 * ang.cos()
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
     # structure, exactly: a basis vector of plane i stays in plane i
-    for plane in range(dk // 2):
+    for c1, c2 in pairs:
         e = torch.zeros(1, S, 1, dk, dtype=F64)
-        e[..., first[plane]] = 1.0
+        e[..., c1] = 1.0
         out = rope(e, start)
-        others = [c for c in range(dk) if c not in (first[plane], second[plane])]
+        others = [c for c in range(dk) if c not in (c1, c2)]
         assert (out[..., others] == 0).all()
-        assert (out[..., second[plane]].abs() > 0).any()
+        assert (out[..., c2].abs() > 0).all()
     # position 0 is the identity
     torch.testing.assert_close(rope(x[:, :1]), x[:, :1], rtol=0, atol=0)
 
@@ -459,13 +460,6 @@ def test_rope_norm_and_relative_position(interleaved):
     assert abs(values[3] - values[0]) > 1e-3 and abs(values[17] - values[-5]) > 1e-3
 
 
-@pytest.mark.xfail(
-    reason="BUG: RotaryEmbedding stores its cos/sin tables rounded to float32 "
-    "(angles.cos().float()); model.double() upcasts the rounded values, so in a float64 model "
-    "RoPE is only ~1e-7 accurate (norm error 7.9e-8 at d_k=8, 64 positions)",
-    raises=AssertionError,
-    strict=True,
-)
 def test_rope_is_float64_accurate_in_a_float64_model():
     model = make()
     rope = model.decoder.dec_layers[0].mha1.rope
@@ -542,16 +536,6 @@ def test_prefix_density_equals_running_each_prefix():
     assert tuple(out.pldr_attentions[0].A0.shape) == (2, 4, 8, 8, 8)
 
 
-@pytest.mark.xfail(
-    reason="BUG: with left padding, a query row whose causal keys are all pads is fully masked; "
-    "masked_fill(-1e9) then gives a *uniform* softmax over all T keys, future ones included, so "
-    "pad positions' hidden states in layer >= 2 depend on later tokens. Their queries enter every "
-    "later position's prefix density, so density='prefix' is not prefix-consistent (measured "
-    "max |Δlogits| ≈ 0.33 at earlier positions) and 'kv' decoding of a left-padded prompt "
-    "diverges from 'none'",
-    raises=AssertionError,
-    strict=True,
-)
 def test_prefix_density_is_prefix_consistent_with_left_padding():
     model = make(density="prefix", num_hidden_layers=2)
     ids = torch.tensor([[0, 0, 5, 6, 7, 8]])
@@ -639,13 +623,12 @@ def test_kv_plus_g_cache_diverges_on_fresh_plga_model():
 def test_kv_cache_with_deep_block_density_is_not_exact():
     """Known limitation: with the block density and 2+ layers every position's state depends on
     later tokens, so no cache can be exact. Measured on this fresh 2-layer model (seed 0, prompt
-    of 6, 20 greedy tokens of "none" teacher-forced through "kv"): max |Δlogits| = 1.57."""
+    of 6, 20 greedy tokens of "none" teacher-forced through "kv"): max |Δlogits| = 1.57
+    (for 3 layers 1.08). The test asserts only that the deviation is far above rounding."""
     model = make(num_hidden_layers=2)
     prompt = rand_ids(2, 6)
     none = model.generate(prompt, 20, cache="none")
-    dev = _incremental_vs_prefix_pass(model, none, 6)
-    assert dev == pytest.approx(1.571, abs=0.01)
-    assert dev > 1e-3
+    assert _incremental_vs_prefix_pass(model, none, 6) > 1e-3
 
 
 def test_use_cache_flag_selects_the_mode():
@@ -741,13 +724,6 @@ def test_constant_g_from_checks_its_arguments():
     assert len(constant_g_from(model, G).G_LM()) == 2
 
 
-@pytest.mark.xfail(
-    reason="BUG: constant_g_from builds the new model with PLDRLLM(cfg) in the default dtype "
-    "and only moves it to the source device, so load_state_dict silently casts a float64 "
-    "model's weights and G to float32",
-    raises=AssertionError,
-    strict=True,
-)
 def test_constant_g_from_keeps_dtype():
     model = make()
     ids = rand_ids(1, 9)
@@ -819,6 +795,17 @@ def test_generate_length_limit_is_prompt_plus_new_tokens():
         model.generate(rand_ids(1, 60), 5)
 
 
+def test_generate_rejects_nan_temperature():
+    with pytest.raises(ValueError, match="temperature"):
+        make().generate(rand_ids(1, 5), 2, temperature=float("nan"))
+
+
+def test_gpt_ignores_density_for_kv_plus_g():
+    model = make(GPT, density="prefix")
+    prompt = rand_ids(1, 4)
+    assert torch.equal(model.generate(prompt, 3, cache="kv+g"), model.generate(prompt, 3))
+
+
 def test_kv_plus_g_needs_block_density():
     model = make(density="prefix")
     with pytest.raises(ValueError, match="density='block'"):
@@ -834,13 +821,6 @@ def test_gpt_checks_config_type():
         GPT(tiny().to_dict())
 
 
-@pytest.mark.xfail(
-    reason="BUG: PLDRLLM.__init__ reads config.custom_G_type before _DecoderLM.__init__ runs its "
-    "isinstance check, so a non-PLDRConfig (e.g. a config dict) raises AttributeError "
-    "instead of the intended TypeError",
-    raises=AttributeError,
-    strict=True,
-)
 def test_pldrllm_checks_config_type():
     with pytest.raises(TypeError, match="config must be a PLDRConfig, got dict"):
         PLDRLLM(tiny().to_dict())
@@ -905,13 +885,6 @@ def test_kv_cache_carries_the_padding_mask(cls, overrides):
     assert _incremental_vs_prefix_pass(model, none, 5) <= 1e-10
 
 
-@pytest.mark.xfail(
-    reason="BUG: float16 is unusable on the explicit-softmax path: masked_fill with "
-    "MASK_VALUE=-1e9 raises RuntimeError ('value cannot be converted to type c10::Half without "
-    "overflow') whenever a pad token is present or output_pldr_attentions=True",
-    raises=RuntimeError,
-    strict=True,
-)
 def test_float16_forward_with_padding():
     model = make(GPT, dtype=torch.float16)
     with torch.no_grad():

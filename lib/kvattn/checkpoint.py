@@ -18,17 +18,20 @@ A constant-G model stores its G_LM as the Hugging Face port does for ``custom_G_
 G_LM; indices 0 and 1, the port's A and A_LM, are written as zeros) and
 ``decoder.past_G_values_status`` ``[L]``.
 
-Only JSON and safetensors are ever read; pickle-based files (``.bin``, ``.pt``, ``.pth``) are
-refused, because unpickling an untrusted file can run arbitrary code.
+Only JSON and safetensors are ever read; pickle-based files (``.bin``, ``.pt``, ``.pth``,
+``.pkl``, ``.ckpt``) are refused, because unpickling an untrusted file can run arbitrary code.
+:func:`save_pretrained` records a SHA-256 checksum of the tensors in the safetensors metadata,
+and :func:`load_pretrained` verifies it when present.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .pldr import GPT, PLDRLLM, PLDRConfig
@@ -36,6 +39,9 @@ from .pldr import GPT, PLDRLLM, PLDRConfig
 Tensor = torch.Tensor
 
 CONFIG_NAME = "config.json"
+#: safetensors metadata key of the checksum :func:`save_pretrained` records (published files
+#: have none; corrupted bytes in them cannot be detected).
+CHECKSUM_KEY = "kvattn_sha256"
 WEIGHTS_NAME = "model.safetensors"
 _PLGA_NAMES = {"W": "Wlst", "b_W": "blst", "P": "pwlst", "a": "alst", "b_a": "balst"}
 _ARCHITECTURES = {PLDRLLM.architecture: PLDRLLM, GPT.architecture: GPT}
@@ -73,6 +79,11 @@ def from_published(state: dict[str, Tensor], config: PLDRConfig) -> dict[str, Te
         if len(parts) > 1 and parts[-2] == "plgatt_layer" and parts[-1] in reverse:
             out[".".join([*parts[:-1], reverse[parts[-1]]])] = value
         elif key == "decoder.past_G_values":
+            if value.ndim != 6 or value.shape[1] != 3 or value.shape[2] != 1:
+                raise ValueError(
+                    "decoder.past_G_values must have shape [L, 3, 1, H, d_k, d_k], got "
+                    f"{tuple(value.shape)}"
+                )
             for i in range(value.shape[0]):
                 out[f"decoder.dec_layers.{i}.mha1.G_LM"] = value[i, 2, 0]
         elif key == "decoder.past_G_values_status":
@@ -97,13 +108,23 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
         "torch_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
     }
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    tensors = to_published(model.state_dict(), model.config)
+    tensors = {k: v.cpu() for k, v in to_published(model.state_dict(), model.config).items()}
     save_file(
-        {k: v.cpu() for k, v in tensors.items()},
+        tensors,
         directory / WEIGHTS_NAME,
-        metadata={"format": "pt"},
+        metadata={"format": "pt", CHECKSUM_KEY: _checksum(tensors)},
     )
     return directory
+
+
+def _checksum(tensors: dict[str, Tensor]) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+        t = tensors[key].contiguous()
+        digest.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
 
 
 def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) -> Path:
@@ -121,7 +142,12 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
                 f"{WEIGHTS_NAME}, got the file {path}"
             )
         return path
-    if str(path_or_hub_id).count("/") != 1 or str(path_or_hub_id).startswith((".", "/")):
+    looks_local = path.parent != Path(".") and path.parent.exists()
+    if (
+        looks_local
+        or str(path_or_hub_id).count("/") != 1
+        or str(path_or_hub_id).startswith((".", "/"))
+    ):
         raise FileNotFoundError(f"no checkpoint directory at {path}")
     try:
         from huggingface_hub import snapshot_download
@@ -167,7 +193,8 @@ def load_pretrained(
 
     ``path_or_hub_id`` is a local directory with ``config.json`` and ``model.safetensors``, or a
     hub id such as ``"fromthesky/PLDR-LLM-v51-SOC-110M-5"`` (downloaded with ``huggingface_hub``
-    when online). The model class follows ``architectures`` (default PLDR-LLM).
+    when online). The model class follows ``architectures`` (default PLDR-LLM); the dtype is
+    ``dtype`` if given, else the one ``config.json`` records, else float32.
 
     Raises
     ------
@@ -188,8 +215,15 @@ def load_pretrained(
         raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}")
     try:
         published = load_file(weights)
+        with safe_open(weights, framework="pt") as handle:
+            recorded = (handle.metadata() or {}).get(CHECKSUM_KEY)
     except (SafetensorError, OSError, ValueError) as err:
         raise ValueError(f"{weights} is truncated or corrupted: {err}") from None
+    if recorded is not None and recorded != _checksum(published):
+        raise ValueError(
+            f"{weights} is corrupted: its tensors do not match the SHA-256 checksum "
+            "recorded when it was saved"
+        )
     with torch.device("meta"):
         model = _ARCHITECTURES[arch](config)
     state = from_published(published, config)
@@ -213,11 +247,18 @@ def load_pretrained(
             )
     model = model.to_empty(device=device or "cpu")
     model.load_state_dict(state)
-    for module in model.modules():  # RoPE tables are non-persistent: rebuild them off meta
+    for module in model.modules():  # RoPE tables are not weights: rebuild them off meta
         if hasattr(module, "rope"):
             module.rope = type(module.rope)(
                 config.d_k, config.max_position_embeddings, config.rope_theta, config.reference_rope
-            ).to(device or "cpu")
-    if dtype is not None:
-        model = model.to(dtype)
-    return model.eval()
+            )
+    return model.to(dtype or _recorded_dtype(raw)).eval()
+
+
+def _recorded_dtype(raw: dict) -> torch.dtype:
+    """The dtype ``config.json`` records (``torch_dtype``, or the published ``dtype``)."""
+    name = raw.get("torch_dtype") or raw.get("dtype") or "float32"
+    dtype = getattr(torch, str(name), None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"config.json records an unknown dtype {name!r}")
+    return dtype

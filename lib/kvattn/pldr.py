@@ -74,7 +74,8 @@ class PLDRConfig:
     constant-G model (G_LM initialised to I, to U[0, 1), or loaded from a checkpoint).
     ``density``: ``"block"`` (published) or ``"prefix"`` (prefix-consistent; a deviation).
     ``plga_init``: ``"xavier_normal"`` (the native training code) or ``"xavier_uniform"`` (the HF
-    port) for W, P and a.
+    port) for W, P and a. ``cache_first_G``: with the ``"kv+g"`` cache, every batch row reuses
+    the G_LM of row 0 (as the HF port's option of that name).
     """
 
     vocab_size: int = 32000
@@ -134,6 +135,14 @@ class PLDRConfig:
             self.intermediate_size = (8 * self.hidden_size) // 3
         if self.A_dff is None:
             self.A_dff = (8 * self.head_dim) // 3
+        for name in ("rope_theta", "layer_norm_eps"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value > 0)
+            ):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
         _positive("intermediate_size", self.intermediate_size)
         _positive("A_dff", self.A_dff)
         if self.hidden_act != "silu":
@@ -201,7 +210,9 @@ class RotaryEmbedding(nn.Module):
 
     ``interleaved=True`` rotates the planes (2i, 2i+1), the GPT-J layout of PLDR-LLM v51
     (``reference_rope=True``); ``False`` rotates (i, i + d_k/2), the GPT-NeoX half-split layout
-    of v52. Angle of plane i at position p: p·theta^(−2i/d_k). Tables are non-persistent buffers.
+    of v52. Angle of plane i at position p: p·theta^(−2i/d_k). The cos/sin tables are kept in
+    float64 outside the module's buffers (so ``.float()``/``.double()`` cannot round them) and
+    cast to the input's dtype and device on use.
     """
 
     def __init__(self, d_k: int, max_positions: int, theta: float, interleaved: bool):
@@ -210,8 +221,18 @@ class RotaryEmbedding(nn.Module):
         self.max_positions = max_positions
         inv_freq = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
         angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq[None, :]
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        # plain attributes, not buffers: module dtype casts must not round them
+        self.cos, self.sin = angles.cos(), angles.sin()
+        self._cast: dict = {}
+
+    def _table(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+        key = (dtype, device)
+        if key not in self._cast:
+            self._cast[key] = (
+                self.cos.to(device=device, dtype=dtype),
+                self.sin.to(device=device, dtype=dtype),
+            )
+        return self._cast[key]
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         S = x.shape[1]
@@ -220,8 +241,9 @@ class RotaryEmbedding(nn.Module):
                 f"positions up to {start + S - 1} exceed max_position_embeddings "
                 f"= {self.max_positions}"
             )
-        cos = self.cos[start : start + S][None, :, None, :].to(x.dtype)  # [1, S, 1, d_k/2]
-        sin = self.sin[start : start + S][None, :, None, :].to(x.dtype)
+        cos, sin = self._table(x.dtype, x.device)
+        cos = cos[start : start + S][None, :, None, :]  # [1, S, 1, d_k/2]
+        sin = sin[start : start + S][None, :, None, :]
         if self.interleaved:
             x1, x2 = x[..., 0::2], x[..., 1::2]
             return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
@@ -422,12 +444,16 @@ class Attention(nn.Module):
         mask = torch.ones(S, T, dtype=torch.bool, device=x.device).tril(T - S)  # True = attend
         mask = mask[None, None]
         if key_padding is not None:
-            mask = mask & ~key_padding[:, None, None, :T]
+            padded = mask & ~key_padding[:, None, None, :T]
+            # A query whose causal keys are all pads (left padding) keeps its causal keys: the
+            # reference would spread it uniformly over every key, future ones included, which
+            # makes earlier positions depend on later tokens.
+            mask = torch.where(padded.any(-1, keepdim=True), padded, mask)
         if need_outputs or key_padding is not None:
             # Explicit softmax when the weights E are wanted, or when padding could block a whole
             # row (SDPA would return NaN there). Blocked logits get the reference's −1e9.
             scores = (qg @ k.transpose(-1, -2)) / math.sqrt(self.cfg.d_k)
-            scores = scores.masked_fill(~mask, MASK_VALUE)
+            scores = scores.masked_fill(~mask, max(MASK_VALUE, torch.finfo(scores.dtype).min))
             low = scores.dtype in (torch.float16, torch.bfloat16)  # softmax in float32 for those
             E = torch.softmax(scores, dim=-1, dtype=torch.float32 if low else None).to(v.dtype)
             y = E @ v
@@ -472,7 +498,10 @@ class Attention(nn.Module):
         if previous is not None:
             density = density + previous
         outputs = self.metric(density)
-        return q @ outputs.G_LM, outputs, (density, outputs.G_LM, outputs)
+        cached_G = outputs.G_LM
+        if self.cfg.cache_first_G:  # the HF port's option: every row later uses row 0's G
+            cached_G = cached_G[:1]
+        return q @ outputs.G_LM, outputs, (density, cached_G, outputs)
 
 
 class DecoderLayer(nn.Module):
@@ -605,7 +634,7 @@ class _DecoderLM(nn.Module):
         self._check_ids(input_ids, offset)
         if cache_mode is not None and cache_mode not in ("kv", "kv+g"):
             raise ValueError(f"cache_mode must be None, 'kv' or 'kv+g', got {cache_mode!r}")
-        if cache_mode is not None and self.config.density == "prefix" and cache_mode == "kv+g":
+        if cache_mode == "kv+g" and self.kind == "plga" and self.config.density == "prefix":
             raise ValueError("the 'kv+g' cache freezes one G per layer; it needs density='block'")
         pad = (input_ids == self.config.pad_token_id) & mask_padding
         if caches:
@@ -662,12 +691,30 @@ class _DecoderLM(nn.Module):
             cache = "kv" if use_cache else "none"
         if cache not in CACHE_MODES:
             raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or (max_new_tokens < 0)
+        ):
             raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError("need temperature >= 0 and 0 < top_p <= 1")
+        if not (math.isfinite(temperature) and temperature >= 0 and 0 < top_p <= 1):
+            raise ValueError(
+                f"need a finite temperature >= 0 and 0 < top_p <= 1, got "
+                f"temperature={temperature}, top_p={top_p}"
+            )
         self._check_ids(input_ids, max_new_tokens)
+        was_training = self.training
         self.eval()
+        try:
+            return self._decode(
+                input_ids, max_new_tokens, cache, temperature, top_p, generator, stop_at_eos
+            )
+        finally:
+            self.train(was_training)
+
+    def _decode(
+        self, input_ids, max_new_tokens, cache, temperature, top_p, generator, stop_at_eos
+    ) -> Tensor:
         ids = input_ids
         caches = None
         for _ in range(max_new_tokens):
@@ -705,6 +752,8 @@ class PLDRLLM(_DecoderLM):
     architecture = "PldrllmForCausalLM"
 
     def __init__(self, config: PLDRConfig):
+        if not isinstance(config, PLDRConfig):
+            raise TypeError(f"config must be a PLDRConfig, got {type(config).__name__}")
         self.kind = "plga" if config.custom_G_type is None else "constant_g"
         super().__init__(config)
 
@@ -735,7 +784,8 @@ def constant_g_from(model: PLDRLLM, G: list[Tensor]) -> PLDRLLM:
     cfg = PLDRConfig.from_dict({**model.config.to_dict(), "custom_G_type": "external"})
     if len(G) != cfg.num_hidden_layers:
         raise ValueError(f"need one G_LM per layer ({cfg.num_hidden_layers}), got {len(G)}")
-    new = PLDRLLM(cfg).to(next(model.parameters()).device)
+    reference = next(model.parameters())
+    new = PLDRLLM(cfg).to(device=reference.device, dtype=reference.dtype)
     state = {k: v for k, v in model.state_dict().items() if k in new.state_dict()}
     for i, g in enumerate(G):
         expected = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
