@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -655,6 +656,13 @@ class _DecoderLM(nn.Module):
     def num_parameters(self) -> int:
         """Number of trainable parameters."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` in the published format
+        (:func:`kvattn.checkpoint.save_pretrained`); load with :func:`kvattn.load_pretrained`."""
+        from .checkpoint import save_pretrained
+
+        return save_pretrained(self, directory)
 
     @torch.no_grad()
     def generate(
