@@ -229,3 +229,15 @@ def test_gate_on_cuda(name):
     torch.testing.assert_close(act(z), z * g)
     custom = resolve(lambda t: torch.tanh(t)).gate(z)
     assert custom.device.type == "cuda" and custom.dtype == F64
+
+
+def test_scalar_callables_and_layers_are_rejected_with_a_clear_message():
+    """math.tanh works on floats only; a layer maps (..., d) to another width: both are refused."""
+    import math
+
+    from kvattn.mlp import GatedMLP
+
+    with pytest.raises(TypeError, match="must map a tensor to a tensor of the same shape"):
+        resolve(math.tanh)
+    with pytest.raises(TypeError, match="must map a tensor to a tensor of the same shape"):
+        resolve(GatedMLP(64, 8))

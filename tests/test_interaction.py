@@ -31,7 +31,9 @@ TOL = {"rtol": 1e-12, "atol": 1e-12}
 BILINEAR_LAYERS = {
     "gated_bilinear": lambda: GatedMLP(D, M, D_OUT, variant="bilinear"),
     "symmetric_identity": lambda: SymmetricRank1Bilinear(D, M, D_OUT, act="identity"),
-    "full_bilinear_identity_r3": lambda: FullBilinearAttentionMLP(D, M, 3, D_OUT, act="identity"),
+    "full_bilinear_identity_r3": lambda: FullBilinearAttentionMLP(
+        D, M, D_OUT, rank=3, act="identity"
+    ),
 }
 
 
@@ -56,7 +58,7 @@ def test_interaction_tensor_explicit_sum_and_weights_form():
     torch.testing.assert_close(interaction_tensor(mod), expected, **TOL)
     torch.testing.assert_close(interaction_tensor(W_q, W_k, W_v), expected, **TOL)
     # Rank-r weights sum over the rank components.
-    full = FullBilinearAttentionMLP(D, M, 2, D_OUT, act="identity").to(F64)
+    full = FullBilinearAttentionMLP(D, M, D_OUT, rank=2, act="identity").to(F64)
     rank_r = interaction_tensor(full)
     by_component = sum(
         interaction_tensor(full.W_q[:, s], full.W_k[:, s], full.W_v) for s in range(2)
@@ -168,7 +170,7 @@ def test_gated_interaction_errors():
     for mod in (
         KeyValueMLP(D, M, D_OUT),
         SymmetricRank1Bilinear(D, M, D_OUT),
-        GatedRankRMLP(D, M, 2, D_OUT),
+        GatedRankRMLP(D, M, D_OUT, rank=2),
     ):
         with pytest.raises(TypeError, match="expected a GatedMLP"):
             gated_interaction(mod, x)
@@ -220,3 +222,19 @@ def test_interaction_on_cuda():
     bil = GatedMLP(D, M, D_OUT, variant="bilinear").to("cuda", F64)
     lam, _ = eigendecompose(interaction_tensor(bil))
     assert lam.device.type == "cuda"
+
+
+def test_interaction_tensor_checks_its_weights():
+    import numpy as np
+
+    W = torch.randn(3, 4)
+    with pytest.raises(TypeError, match=r"W_q must be a torch\.Tensor, got ndarray"):
+        interaction_tensor(np.zeros((3, 4)), W, torch.randn(3, 2))
+    with pytest.raises(ValueError, match="W_k must be a floating-point tensor"):
+        interaction_tensor(W, torch.ones(3, 4, dtype=torch.long), torch.randn(3, 2))
+
+
+def test_bilinear_form_names_a_batch_mismatch():
+    B = torch.randn(5, 2, 4, 4)  # batched over 5
+    with pytest.raises(ValueError, match=r"needs leading shape \(5,\)"):
+        bilinear_form(B, torch.randn(3, 4))

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import train
+from kvattn import memories, train
 from kvattn.lm import TinyLM, TinyLMConfig
 from kvattn.memories import (
     Triggers,
@@ -332,3 +332,24 @@ def test_tiny_lm_and_memories_on_cuda():
     x = torch.randn(3, 6, device="cuda")
     with torch.no_grad():
         torch.testing.assert_close(absorbed(x), layer(x @ Q), rtol=1e-4, atol=1e-4)
+
+
+def test_value_distributions_mask_unseen_tokens_and_check_the_layer():
+    model = _tiny()
+    seen = torch.zeros(VOCAB, dtype=torch.bool)
+    seen[:5] = True
+    values = memories.value_distributions(model, 0, seen=seen)
+    assert torch.all(values[:, 5:] == 0)
+    assert torch.allclose(values.sum(-1), torch.ones(values.shape[0]))
+    with pytest.raises(ValueError, match=r"layer must lie in \[0, "):
+        memories.value_distributions(model, 7)
+    assert torch.equal(
+        memories.seen_tokens(torch.tensor([0, 2, 2]), 4), torch.tensor([True, False, True, False])
+    )
+
+
+def test_absorb_global_query_needs_a_key_value_layer():
+    from kvattn.mlp import GatedMLP
+
+    with pytest.raises(TypeError, match="expected a KeyValueMLP"):
+        memories.absorb_global_query(GatedMLP(4, 3), torch.eye(4))

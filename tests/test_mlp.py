@@ -32,9 +32,9 @@ FACTORIES = {
     **{v: (lambda v=v: GatedMLP(D, M, D_OUT, variant=v)) for v in GATED_VARIANTS},
     "swish_beta": lambda: GatedMLP(D, M, D_OUT, variant="swiglu", beta=2.5),
     "symmetric_rank1": lambda: SymmetricRank1Bilinear(D, M, D_OUT, act="gelu"),
-    "full_bilinear_r2": lambda: FullBilinearAttentionMLP(D, M, 2, D_OUT),
-    "full_bilinear_full": lambda: FullBilinearAttentionMLP(D, M, None, D_OUT, act="relu"),
-    "gated_rank_r3": lambda: GatedRankRMLP(D, M, 3, D_OUT),
+    "full_bilinear_r2": lambda: FullBilinearAttentionMLP(D, M, D_OUT, rank=2),
+    "full_bilinear_full": lambda: FullBilinearAttentionMLP(D, M, D_OUT, rank=None, act="relu"),
+    "gated_rank_r3": lambda: GatedRankRMLP(D, M, D_OUT, rank=3),
 }
 
 
@@ -89,7 +89,7 @@ def test_shapes_and_dtype(name, lead, dtype):
 def test_gated_rank_r_with_rank_one_is_gated_mlp(variant):
     """GatedRankRMLP(rank=1) with the same weights and σ equals GatedMLP."""
     gated = GatedMLP(D, M, D_OUT, variant=variant).to(F64)
-    rank_r = GatedRankRMLP(D, M, 1, D_OUT, act=gated.act).to(F64)
+    rank_r = GatedRankRMLP(D, M, D_OUT, rank=1, act=gated.act).to(F64)
     with torch.no_grad():
         rank_r.W_q.copy_(gated.W_q[:, None])
         rank_r.W_k.copy_(gated.W_k[:, None])
@@ -103,7 +103,7 @@ def test_gated_rank_r_with_rank_one_is_gated_mlp(variant):
 def test_full_bilinear_with_rank_one_is_symmetric_rank1(act):
     """FullBilinearAttentionMLP(rank=1) with the same weights equals SymmetricRank1Bilinear."""
     sym = SymmetricRank1Bilinear(D, M, D_OUT, act=act).to(F64)
-    full = FullBilinearAttentionMLP(D, M, 1, D_OUT, act=act).to(F64)
+    full = FullBilinearAttentionMLP(D, M, D_OUT, rank=1, act=act).to(F64)
     with torch.no_grad():
         full.W_q.copy_(sym.W_q[:, None])
         full.W_k.copy_(sym.W_k[:, None])
@@ -117,7 +117,7 @@ def test_gated_rank_r_is_tied_wide_gated_mlp():
     """Form B with m slots of rank r is a gated MLP of width m·r with down projection tied in
     groups of r (the docstring's expressivity remark)."""
     r = 3
-    rank_r = GatedRankRMLP(D, M, r, D_OUT, act="silu").to(F64)
+    rank_r = GatedRankRMLP(D, M, D_OUT, rank=r, act="silu").to(F64)
     wide = GatedMLP(D, M * r, D_OUT, variant="swiglu").to(F64)
     with torch.no_grad():
         wide.W_q.copy_(rank_r.W_q.reshape(M * r, D))
@@ -145,7 +145,7 @@ def test_slot_scores_have_unit_variance_at_init():
         kv = KeyValueMLP(d, m, act="identity").hidden(x)
         gated = GatedMLP(d, m, variant="bilinear").hidden(x)
         sym = SymmetricRank1Bilinear(d, m, act="identity").hidden(x)
-        rank4 = FullBilinearAttentionMLP(d, m, 4, act="identity").hidden(x)
+        rank4 = FullBilinearAttentionMLP(d, m, rank=4, act="identity").hidden(x)
     for h in (kv, gated, sym, rank4):
         assert 0.8 < float(h.var(0).mean()) < 1.25
 
@@ -162,9 +162,9 @@ def _classes(d, m, r, d_out):
         KeyValueMLP(d, m, d_out),
         GatedMLP(d, m, d_out, variant="geglu"),
         SymmetricRank1Bilinear(d, m, d_out),
-        FullBilinearAttentionMLP(d, m, r, d_out),
-        FullBilinearAttentionMLP(d, m, None, d_out),
-        GatedRankRMLP(d, m, r, d_out),
+        FullBilinearAttentionMLP(d, m, d_out, rank=r),
+        FullBilinearAttentionMLP(d, m, d_out, rank=None),
+        GatedRankRMLP(d, m, d_out, rank=r),
     ]
 
 
@@ -199,7 +199,7 @@ def test_full_matrix_flops_match_flop_counter():
     """full_matrix FLOPs = 2m(d² + d + d_out): x M_j, then its dot product with x, then values;
     the same function as rank d stored as factors."""
     d, m, d_out = 6, 4, 3
-    mod = FullBilinearAttentionMLP(d, m, None, d_out, act="silu")
+    mod = FullBilinearAttentionMLP(d, m, d_out, rank=None, act="silu")
     Mj = (mod.W_q.transpose(1, 2) @ mod.W_k).detach()  # (m, d, d): Q_j K_jᵀ
     x = torch.randn(1, d)
     counter = FlopCounterMode(display=False)
@@ -240,8 +240,12 @@ def test_matched_slots_rejects_tiny_budget():
 
 @pytest.mark.parametrize("kind", MLP_KINDS)
 def test_make_mlp_builds_each_kind(kind):
-    """make_mlp builds the right class, σ and rank for every kind."""
-    mod = make_mlp(kind, 6, 4, 3, rank=2)
+    """make_mlp builds the right class, σ and rank for every kind; rank only where it applies."""
+    has_rank = kind in ("full_bilinear", "gated_rank_r")
+    mod = make_mlp(kind, 6, 4, 3, rank=2 if has_rank else 1)
+    if not has_rank:
+        with pytest.raises(ValueError, match="rank applies to"):
+            make_mlp(kind, 6, 4, 3, rank=2)
     expected = {
         "key_value": (KeyValueMLP, "relu", 1),
         "symmetric_rank1": (SymmetricRank1Bilinear, "silu", 1),
@@ -335,7 +339,7 @@ def test_extra_repr_names_the_configuration():
     assert "variant=swiglu, d_model=5, n_slots=7, d_out=3, act=SiLU" in repr(
         GatedMLP(5, 7, 3, variant="swiglu")
     )
-    assert "rank=3" in repr(GatedRankRMLP(5, 7, 3))
+    assert "rank=3" in repr(GatedRankRMLP(5, 7, rank=3))
     assert "rank=" not in repr(SymmetricRank1Bilinear(5, 7))
 
 
@@ -345,7 +349,7 @@ def test_extra_repr_names_the_configuration():
 
 def test_slot_matrices_give_the_scores():
     """M_j = Q_j K_jᵀ: x M_j xᵀ is slot j's score; for rank 1 it is the outer product q_j k_jᵀ."""
-    full = FullBilinearAttentionMLP(D, M, 3, D_OUT, act="identity").to(F64)
+    full = FullBilinearAttentionMLP(D, M, D_OUT, rank=3, act="identity").to(F64)
     Ms = slot_matrices(full)
     assert Ms.shape == (M, D, D)
     x = torch.randn(6, D, dtype=F64)
@@ -358,7 +362,7 @@ def test_slot_matrices_give_the_scores():
 def test_truncate_rank_is_exact_at_full_rank_and_eckart_young_below():
     """Cutting to a rank ≥ the slots' rank keeps the function; cutting below leaves exactly the
     discarded singular values as Frobenius error; σ, values, dtype are kept."""
-    layer = FullBilinearAttentionMLP(D, M, 2, D_OUT, act="gelu").to(F64)
+    layer = FullBilinearAttentionMLP(D, M, D_OUT, rank=2, act="gelu").to(F64)
     x = torch.randn(2, 3, D, dtype=F64)
     with torch.no_grad():
         for r in (2, D):
@@ -392,3 +396,25 @@ def test_cuda_device_and_dtype_preserved(name, dtype):
     assert y.dtype == dtype
     tol = 1e-4 if dtype == torch.float32 else 1e-10
     torch.testing.assert_close(y.cpu(), y_cpu, rtol=tol, atol=tol)
+
+
+def test_rank_is_keyword_only_so_d_out_is_never_mistaken_for_it():
+    """FullBilinearAttentionMLP(10, 16, 5) has d_out = 5, like GatedMLP(10, 16, 5)."""
+    assert FullBilinearAttentionMLP(10, 16, 5).d_out == 5
+    assert FullBilinearAttentionMLP(10, 16, 5).rank == 10
+    with pytest.raises(TypeError):
+        FullBilinearAttentionMLP(10, 16, 5, 2)  # rank only by name
+    with pytest.raises(TypeError):
+        GatedRankRMLP(10, 16, 5)  # rank is required
+
+
+def test_input_dtype_must_match_the_layer():
+    layer = GatedMLP(6, 3)
+    with pytest.raises(ValueError, match=r"input dtype torch\.float64 differs from the layer"):
+        layer(torch.randn(2, 6, dtype=torch.float64))
+
+
+def test_mlp_cost_and_make_mlp_reject_rank_where_it_does_not_apply():
+    with pytest.raises(ValueError, match="rank applies to the 'rank_r' form"):
+        mlp_cost("gated", 8, 4, rank=4)
+    assert mlp_cost("rank_r", 8, 4, rank=4) == (4 * (2 * 4 * 8 + 8), 2 * 4 * (2 * 4 * 8 + 8))

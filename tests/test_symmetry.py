@@ -88,7 +88,7 @@ def test_symmetric_rank1_rescale_property(alpha, seed, act):
 
 def _gl_transform(mod, As):
     """Q_j → Q_j A_j and K_j → K_j A_j^{-T}, i.e. W_q[j] → A_jᵀ W_q[j], W_k[j] → A_j^{-1} W_k[j]."""
-    new = FullBilinearAttentionMLP(mod.d_model, mod.n_slots, mod.rank, mod.d_out, act=mod.act)
+    new = FullBilinearAttentionMLP(mod.d_model, mod.n_slots, mod.d_out, rank=mod.rank, act=mod.act)
     new = new.to(F64)
     with torch.no_grad():
         new.load_state_dict(mod.state_dict())
@@ -102,7 +102,7 @@ def test_full_bilinear_swap_and_gl_invariance(act):
     """Rank-r form A: invariant under Q_j ↔ K_j and under the GL(r) map Q_j → Q_j A_j,
     K_j → K_j A_j^{-T} (a different random invertible A_j per slot)."""
     r = 3
-    mod = FullBilinearAttentionMLP(D, M, r, D_OUT, act=act).to(F64)
+    mod = FullBilinearAttentionMLP(D, M, D_OUT, rank=r, act=act).to(F64)
     x = _x()
     As = torch.randn(M, r, r, dtype=F64) + 2 * torch.eye(r, dtype=F64)
     assert float(torch.linalg.cond(As).max()) < 1e3
@@ -210,7 +210,7 @@ def test_transforms_copy_and_validate():
 def test_rank_r_rescale_scales_every_component():
     """rescale on a rank-r layer multiplies every rank component of q_j by α (form B, α > 0 ReLU
     keeps the output)."""
-    mod = GatedRankRMLP(D, M, 3, D_OUT, act="relu").to(F64)
+    mod = GatedRankRMLP(D, M, D_OUT, rank=3, act="relu").to(F64)
     x = _x()
     with torch.no_grad():
         new = rescale(mod, 1.7)
@@ -440,7 +440,7 @@ def test_conserved_quantities_keys_shapes_values():
     kv = conserved_quantities(KeyValueMLP(D, M, D_OUT))
     assert list(kv) == ["kv"]
     assert kv["kv"].shape == (M,)
-    for mod in (GatedMLP(D, M, D_OUT), GatedRankRMLP(D, M, 3, D_OUT)):
+    for mod in (GatedMLP(D, M, D_OUT), GatedRankRMLP(D, M, D_OUT, rank=3)):
         c = conserved_quantities(mod)
         assert list(c) == ["qk", "kv", "qv"]
         assert all(v.shape == (M,) for v in c.values())
@@ -536,12 +536,14 @@ def test_jacobian_rank_deficit(build, deficit):
 
 
 def test_jacobian_rank_errors():
-    """x must be (n, d) and rtol in (0, 1)."""
-    mod = GatedMLP(6, 3, 4)
+    """x must be (n, d), give at least as many outputs as parameters, and rtol in (0, 1)."""
+    mod = GatedMLP(6, 3, 4)  # 48 parameters, 4 outputs per input
     with pytest.raises(ValueError, match=r"x must have shape \(n, d_model\)"):
         jacobian_rank(mod, torch.randn(2, 3, 6))
+    with pytest.raises(ValueError, match=r"fewer than the 48 parameters.*at least 12 inputs"):
+        jacobian_rank(mod, torch.randn(11, 6))
     with pytest.raises(ValueError, match=r"rtol must lie in \(0, 1\)"):
-        jacobian_rank(mod, torch.randn(10, 6), rtol=0.0)
+        jacobian_rank(mod, torch.randn(12, 6), rtol=0.0)
 
 
 def test_symmetry_profile_collects_the_metrics():
@@ -572,3 +574,8 @@ def test_transforms_on_cuda():
         for new in (swap_qk(mod), rescale(mod, -2.3)):
             assert new.W_q.device.type == "cuda" and new.W_q.dtype == F64
             torch.testing.assert_close(new(x), mod(x), rtol=0, atol=1e-12)
+
+
+def test_scale_violation_needs_a_number():
+    with pytest.raises(TypeError, match="alpha must be a number, got str"):
+        scale_violation("silu", "2")

@@ -155,5 +155,18 @@ def resolve(
     if callable(act):
         if beta is not None:
             raise ValueError("beta applies to the named Swish-β activation, not to a callable")
-        return Activation(getattr(act, "__name__", "custom"), act)
+        probe = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64)
+        try:
+            out = act(probe)
+        except Exception as err:  # a scalar function such as math.tanh, a layer, ...
+            raise TypeError(
+                "a callable activation must map a tensor to a tensor of the same shape "
+                f"(elementwise); calling it on a tensor of shape (5,) failed: {err}"
+            ) from None
+        if not isinstance(out, Tensor) or out.shape != probe.shape:
+            raise TypeError(
+                "a callable activation must map a tensor to a tensor of the same shape "
+                "(elementwise)"
+            )
+        return Activation(getattr(act, "__name__", type(act).__name__), act)
     raise TypeError(f"act must be an activation name or a callable, got {type(act).__name__}")

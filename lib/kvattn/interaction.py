@@ -37,6 +37,11 @@ def _weights(module_or_W_q: nn.Module | Tensor, W_k: Tensor | None, W_v: Tensor 
         W_q = module_or_W_q
         if W_k is None or W_v is None:
             raise TypeError("interaction_tensor(W_q, W_k, W_v) needs all three weights")
+        for name, w in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v)):
+            if not isinstance(w, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(w).__name__}")
+            if not w.is_floating_point():
+                raise ValueError(f"{name} must be a floating-point tensor, got {w.dtype}")
     if W_q.shape != W_k.shape or W_q.ndim not in (2, 3):
         raise ValueError(
             f"W_q and W_k must both have shape (m, d) or (m, r, d); got {tuple(W_q.shape)} "
@@ -73,6 +78,14 @@ def bilinear_form(B: Tensor, x: Tensor) -> Tensor:
     """y_o = x B_o xᵀ for B of shape ``(d_out, d, d)`` (or ``(..., d_out, d, d)`` batched with x)
     and x of shape ``(..., d)``; returns shape ``(..., d_out)``."""
     check_input(x, B.shape[-1])
+    if B.ndim > 3:
+        try:
+            torch.broadcast_shapes(x.shape[:-1], B.shape[:-3])
+        except RuntimeError:
+            raise ValueError(
+                f"batched B {tuple(B.shape)} needs leading shape {tuple(B.shape[:-3])} to "
+                f"broadcast with x's {tuple(x.shape[:-1])}"
+            ) from None
     return torch.einsum("...i,...oij,...j->...o", x, B, x)
 
 

@@ -78,12 +78,27 @@ def top_triggers(
 
 
 @torch.no_grad()
-def value_distributions(model: TinyLM, layer: int) -> Tensor:
+def value_distributions(model: TinyLM, layer: int, seen: Tensor | None = None) -> Tensor:
     """Next-token distribution of every value of ``layer``: softmax(v_j W_Uᵀ).
 
-    Shape ``(n_slots, vocab)``, on the CPU.
+    ``seen`` (bool, shape ``(vocab,)``) restricts the distribution to tokens that occur in the
+    training text: a token the model never saw keeps its random output-embedding row, which can
+    rank high by chance (the 256 byte-fallback pieces of a small SentencePiece model, for
+    example). Build it with :func:`seen_tokens`. Shape ``(n_slots, vocab)``, on the CPU.
     """
-    return torch.softmax(model.value_logits(layer), dim=-1).cpu()
+    if not 0 <= layer < len(model.blocks):
+        raise ValueError(f"layer must lie in [0, {len(model.blocks)}), got {layer}")
+    logits = model.value_logits(layer).cpu()
+    if seen is not None:
+        if seen.shape != logits.shape[-1:] or seen.dtype != torch.bool:
+            raise ValueError(f"seen must be a bool tensor of shape ({logits.shape[-1]},)")
+        logits = logits.masked_fill(~seen, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def seen_tokens(ids: Tensor, vocab_size: int) -> Tensor:
+    """Which of ``vocab_size`` token ids occur in the id stream ``ids`` (bool ``(vocab_size,)``)."""
+    return torch.bincount(ids.flatten(), minlength=vocab_size)[:vocab_size] > 0
 
 
 @dataclass(frozen=True)
@@ -181,12 +196,14 @@ def slot_report(
 
 
 def absorb_global_query(layer: KeyValueMLP, Q: Tensor) -> KeyValueMLP:
-    """A key-value layer that computes σ((x Q) W_kᵀ) W_v without Q: its keys are k'_j = Q k_j.
+    """A key-value layer that computes σ((x Q) W_kᵀ) W_v without Q: its keys are k'_j = k_j Qᵀ.
 
-    A single query matrix shared by all slots adds nothing, since (xQ)·k_j = x·(Q k_j)
-    (course, chapter 1). ``Q`` has shape ``(d_model, d_model)``; returns a new layer with
-    ``W_k' = W_k Qᵀ``.
+    A single query matrix shared by all slots adds nothing: with row vectors,
+    (xQ)·k_j = x·(k_j Qᵀ), so the keys become k'_j = k_j Qᵀ (course, chapter 1). ``Q`` has shape
+    ``(d_model, d_model)``; returns a new layer with ``W_k' = W_k Qᵀ``.
     """
+    if not isinstance(layer, KeyValueMLP):
+        raise TypeError(f"expected a KeyValueMLP (σ(x W_kᵀ) W_v), got {type(layer).__name__}")
     if Q.shape != (layer.d_model, layer.d_model):
         raise ValueError(
             f"Q must have shape ({layer.d_model}, {layer.d_model}), got {tuple(Q.shape)}"

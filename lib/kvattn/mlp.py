@@ -8,7 +8,7 @@ row vectors: any tensor of shape ``(..., d_model)``, any leading batch shape, on
 * :class:`KeyValueMLP` — σ(x W_kᵀ) W_v (Geva et al. 2021);
 * :class:`GatedMLP` — (σ(x W_qᵀ) ⊙ (x W_kᵀ)) W_v (Shazeer 2020);
 * :class:`SymmetricRank1Bilinear` — σ((x W_qᵀ) ⊙ (x W_kᵀ)) W_v (Breslow 2026);
-* :class:`FullBilinearAttentionMLP` — Σ_j σ(x Q_j K_jᵀ xᵀ) v_j with Q_j, K_j ∈ ℝ^{d×r}
+* :class:`FullBilinearAttentionMLP` — Σ_j σ(x Q_j K_jᵀ xᵀ) v_j with Q_j, K_j ∈ ℝ^(d×r)
   (Breslow 2026; "form A");
 * :class:`GatedRankRMLP` — Σ_j Σ_s σ(x·q_js)(x·k_js) v_j (ours; "form B").
 
@@ -77,7 +77,7 @@ def check_input(x: object, d_model: int) -> Tensor:
 
 
 class SlotMLP(nn.Module):
-    """Shared structure of the layers in this module: m slots with values ``W_v`` ∈ ℝ^{m×d_out}.
+    """Shared structure of the layers in this module: m slots with values ``W_v`` ∈ ℝ^(m×d_out).
 
     Subclasses implement :meth:`hidden`. Weights are initialised so that, for x ~ N(0, I), each
     slot score has unit variance and the output has variance of order 1.
@@ -99,7 +99,13 @@ class SlotMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Output of shape ``(..., d_out)`` for an input of shape ``(..., d_model)``."""
-        return self.hidden(check_input(x, self.d_model)) @ self.W_v
+        check_input(x, self.d_model)
+        if x.dtype != self.W_v.dtype:
+            raise ValueError(
+                f"input dtype {x.dtype} differs from the layer's {self.W_v.dtype}; convert one "
+                f"(x.to({self.W_v.dtype}) or layer.to({x.dtype}))"
+            )
+        return self.hidden(x) @ self.W_v
 
     def flops_per_token(self) -> int:
         """Matrix-multiply FLOPs (2 per multiply-add) for one token; see :func:`mlp_cost`."""
@@ -229,19 +235,20 @@ class _RankR(SlotMLP):
 class FullBilinearAttentionMLP(_RankR):
     """Bilinear attention over memory slots: ``y = Σ_j σ(x Q_j K_jᵀ xᵀ) v_j`` (form A).
 
-    Slot j holds factors Q_j, K_j ∈ ℝ^{d×r} (``W_q[j]``, ``W_k[j]``, shape ``(r, d)``), so its
+    Slot j holds factors Q_j, K_j ∈ ℝ^(d×r) (``W_q[j]``, ``W_k[j]``, shape ``(r, d)``), so its
     score x Q_j K_jᵀ xᵀ = Σ_s (x·q_js)(x·k_js) is a rank-r quadratic form and σ acts *after* the
     score. ``rank=None`` means r = d_model, the full bilinear form; ``rank=1`` is
-    :class:`SymmetricRank1Bilinear`. Invariant under Q_j ↔ K_j and under Q_j → Q_j A,
-    K_j → K_j A⁻ᵀ for any invertible r×r matrix A, for every σ.
+    :class:`SymmetricRank1Bilinear`. Invariant under Q_j ↔ K_j and under Q_j → Q_j R,
+    K_j → K_j R⁻ᵀ for any invertible r×r matrix R, for every σ.
     """
 
     def __init__(
         self,
         d_model: int,
         n_slots: int,
-        rank: int | None = None,
         d_out: int | None = None,
+        *,
+        rank: int | None = None,
         act: ActLike = "silu",
     ):
         super().__init__(d_model, n_slots, d_model if rank is None else rank, d_out, act)
@@ -268,8 +275,9 @@ class GatedRankRMLP(_RankR):
         self,
         d_model: int,
         n_slots: int,
-        rank: int,
         d_out: int | None = None,
+        *,
+        rank: int,
         act: ActLike = "silu",
     ):
         super().__init__(d_model, n_slots, rank, d_out, act)
@@ -316,6 +324,8 @@ def mlp_cost(
     d = _positive_int("d_model", d_model)
     m = _positive_int("n_slots", n_slots)
     r = _positive_int("rank", rank)
+    if r != 1 and form != "rank_r":
+        raise ValueError(f"rank applies to the 'rank_r' form, not {form!r}")
     d_out = d if d_out is None else _positive_int("d_out", d_out)
     if form == "key_value":
         macs = m * (d + d_out)
@@ -334,8 +344,8 @@ def matched_slots(
 ) -> int:
     """The largest number of slots m whose layer has at most ``params`` parameters.
 
-    For d_out = d this is the familiar bookkeeping: a gated MLP matches a key-value MLP of width
-    m₁ with 2m₁/3 slots (Shazeer 2020), and rank r matches rank 1 with 3m₁/(2r+1).
+    For d_out = d this is the familiar bookkeeping: at the budget of a key-value MLP with m₁ slots,
+    a gated MLP gets 2m₁/3 slots (Shazeer 2020) and a rank-r layer 2m₁/(2r + 1).
 
     Raises
     ------
@@ -374,6 +384,8 @@ def make_mlp(
     ValueError
         Unknown kind, or an ``act`` given to a gated variant (whose σ is fixed by the variant).
     """
+    if rank != 1 and kind not in ("full_bilinear", "gated_rank_r"):
+        raise ValueError(f"rank applies to 'full_bilinear' and 'gated_rank_r', not {kind!r}")
     if kind in GATED_VARIANTS:
         if act is not None:
             raise ValueError(f"the gated variant {kind!r} fixes its activation; do not pass act")
@@ -386,8 +398,8 @@ def make_mlp(
     if kind == "symmetric_rank1":
         return SymmetricRank1Bilinear(d_model, n_slots, d_out, act=act)
     if kind == "full_bilinear":
-        return FullBilinearAttentionMLP(d_model, n_slots, rank, d_out, act=act)
-    return GatedRankRMLP(d_model, n_slots, rank, d_out, act=act)
+        return FullBilinearAttentionMLP(d_model, n_slots, d_out, rank=rank, act=act)
+    return GatedRankRMLP(d_model, n_slots, d_out, rank=rank, act=act)
 
 
 def slot_matrices(layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear) -> Tensor:
@@ -415,7 +427,7 @@ def truncate_rank(
     root = S[:, :rank].sqrt()  # (m, r)
     with torch.random.fork_rng(devices=[]):  # the throw-away initial weights use no global RNG
         new = FullBilinearAttentionMLP(
-            layer.d_model, layer.n_slots, rank, layer.d_out, act=layer.act
+            layer.d_model, layer.n_slots, layer.d_out, rank=rank, act=layer.act
         )
     new = new.to(device=layer.W_v.device, dtype=layer.W_v.dtype)
     with torch.no_grad():
