@@ -36,7 +36,19 @@ COLORS = {
     "sigmoid": "#CC79A7",
 }
 
-LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=60, r=20, t=60, b=50))
+LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=60, r=20, t=90, b=50))
+
+
+def log_axis(fig: go.Figure, axis: str, values: Sequence[float] | None = None, **where) -> None:
+    """Make ``axis`` ("x" or "y") logarithmic with readable ticks: at the sampled ``values`` when
+    there are at most 12 of them, else one tick per decade (plotly's default labels minor ticks
+    with bare digits such as "2 3 4", which read as values)."""
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    values = None if values is None else [float(v) for v in values]
+    if values is not None and len(values) <= 12:
+        update(type="log", tickvals=values, ticktext=[f"{v:g}" for v in values], **where)
+    else:
+        update(type="log", dtick=1, **where)
 
 
 def _round(x: torch.Tensor | np.ndarray | Sequence[float], digits: int = 4) -> list:
@@ -71,9 +83,9 @@ def line_plot(
         )
     fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
     if log_x:
-        fig.update_xaxes(type="log")
+        log_axis(fig, "x", _round(x))
     if log_y:
-        fig.update_yaxes(type="log")
+        log_axis(fig, "y")
     return fig
 
 
@@ -99,7 +111,7 @@ def loss_curves(
         )
     fig.update_layout(title=title, xaxis_title="step", yaxis_title=yaxis, height=height, **LAYOUT)
     if log_y:
-        fig.update_yaxes(type="log")
+        log_axis(fig, "y")
     return fig
 
 
@@ -140,7 +152,6 @@ def heatmap_grid(
         )
         fig.update_xaxes(title_text=xaxis, row=i // cols + 1, col=i % cols + 1)
     fig.update_yaxes(title_text=yaxis, col=1)
-    fig.update_yaxes(scaleanchor="x", scaleratio=1)
     fig.update_layout(title=title, height=height or 320 * rows + 80, **LAYOUT)
     return fig
 
@@ -186,7 +197,7 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
         subplot_titles=(
             "σ(a)b − σ(b)a",
             f"gate g(z) (dashed: {reference.label})",
-            "E_sc(α) against |α|",
+            "E_sc against |α| (● α > 0, ■ α < 0)",
         ),
     )
     zmax = max(float(p.violation.abs().max()) for p in profiles)
@@ -271,7 +282,8 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
     fig.update_yaxes(title_text="a", row=1, col=1)
     fig.update_xaxes(title_text="z", row=1, col=2)
     fig.update_yaxes(range=[-0.05, 1.05], row=1, col=2)
-    fig.update_xaxes(title_text="|α|", type="log", row=1, col=3)
+    log_axis(fig, "x", [0.1, 1, 10], row=1, col=3)
+    fig.update_xaxes(title_text="|α|", row=1, col=3)
     return fig
 
 
@@ -292,9 +304,9 @@ def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
 
     def cells(r: SlotReport) -> list[list[str]]:
         return [
-            [repr(c)[1:-1][-40:] for c, _, _, _ in r.triggers],
-            [repr(last)[1:-1] for _, last, _, _ in r.triggers],
-            [repr(nxt)[1:-1] for _, _, nxt, _ in r.triggers],
+            ["…" + c[-32:] for c, _, _, _ in r.triggers],
+            [last for _, last, _, _ in r.triggers],
+            [nxt for _, _, nxt, _ in r.triggers],
             [f"{coef:.2f}" for *_, coef in r.triggers],
         ]
 
@@ -352,6 +364,7 @@ def line_slider(
     log_x: bool = False,
     log_y: bool = False,
     height: int = 440,
+    colors: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Lines against a shared ``x``: the ``fixed`` series always, plus series that a slider
     switches between. ``frames`` maps each slider label to its series (same names in every frame).
@@ -360,7 +373,11 @@ def line_slider(
     for name, y in fixed.items():
         fig.add_trace(
             go.Scatter(
-                x=_round(x), y=_round(y, 6), mode="lines", name=name, line=dict(color=color(name))
+                x=_round(x),
+                y=_round(y, 6),
+                mode="lines",
+                name=name,
+                line=dict(color=(colors or {}).get(name) or color(name)),
             )
         )
     labels = list(frames)
@@ -373,7 +390,7 @@ def line_slider(
                 y=_round(y, 6),
                 mode="lines+markers",
                 name=name,
-                line=dict(color=color(name), width=3),
+                line=dict(color=(colors or {}).get(name) or color(name), width=3),
             )
         )
     fig.frames = [
@@ -393,13 +410,13 @@ def line_slider(
         **LAYOUT,
     )
     if log_x:
-        fig.update_xaxes(type="log")
+        log_axis(fig, "x", _round(x))
     if log_y:
-        fig.update_yaxes(type="log")
+        log_axis(fig, "y")
     return fig
 
 
-def bar_with_errors(
+def points_with_errors(
     names: Sequence[str],
     means: Sequence[float],
     errors: Sequence[float] | None = None,
@@ -408,20 +425,19 @@ def bar_with_errors(
     yaxis: str,
     colors: Sequence[str | None] | None = None,
     height: int = 380,
-    y_range: tuple[float, float] | None = None,
 ) -> go.Figure:
-    """A bar per name with optional symmetric error bars."""
+    """One point per name with optional symmetric error bars (a dot plot: unlike bars on a
+    truncated axis, it does not exaggerate small differences)."""
     fig = go.Figure(
-        go.Bar(
+        go.Scatter(
             x=list(names),
             y=_round(means, 5),
+            mode="markers",
+            marker=dict(size=12, color=list(colors) if colors else [color(n) for n in names]),
             error_y=None if errors is None else dict(type="data", array=_round(errors, 5)),
-            marker_color=list(colors) if colors else [color(n) for n in names],
         )
     )
     fig.update_layout(title=title, yaxis_title=yaxis, height=height, **LAYOUT)
-    if y_range:
-        fig.update_yaxes(range=list(y_range))
     return fig
 
 

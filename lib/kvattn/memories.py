@@ -147,7 +147,8 @@ class SlotReport:
     """What one memory slot stores: its top trigger examples and its value's top next tokens.
 
     ``triggers`` holds ``(context, last, next, coefficient)`` per example: the text before the
-    prefix's last token, that token, the token that actually followed, and the memory
+    prefix's last token (newlines shown as ⏎), that token and the token that actually followed
+    (as SentencePiece pieces: ▁ marks a leading space, ``[END]`` ends a document), and the memory
     coefficient. ``value_tokens`` holds ``(token, lift)`` for the value's most likely next tokens,
     where lift = probability × vocabulary size, the factor by which the value raises the token
     above a uniform guess (small models have small values, so raw probabilities are all tiny).
@@ -183,9 +184,9 @@ def slot_report(
         start = max(0, pos - context)
         examples.append(
             (
-                data.decode(stream[start:pos]),
-                data.decode(stream[pos : pos + 1]),
-                data.decode(stream[pos + 1 : pos + 2]),
+                data.decode(stream[start:pos]).replace("\n", "⏎"),
+                data.pieces(stream[pos : pos + 1])[0],
+                data.pieces(stream[pos + 1 : pos + 2])[0],
                 float(triggers.coefficient[slot, i]),
             )
         )
@@ -196,11 +197,12 @@ def slot_report(
 
 
 def absorb_global_query(layer: KeyValueMLP, Q: Tensor) -> KeyValueMLP:
-    """A key-value layer that computes σ((x Q) W_kᵀ) W_v without Q: its keys are k'_j = k_j Qᵀ.
+    """A key-value layer that computes σ((x Q) W_kᵀ) W_v without Q: its keys are k'_j = Q k_j.
 
-    A single query matrix shared by all slots adds nothing: with row vectors,
-    (xQ)·k_j = x·(k_j Qᵀ), so the keys become k'_j = k_j Qᵀ (course, chapter 1). ``Q`` has shape
-    ``(d_model, d_model)``; returns a new layer with ``W_k' = W_k Qᵀ``.
+    A single query matrix shared by all slots adds nothing: (xQ)·k_j = x·(Q k_j), so the keys
+    become k'_j = Q k_j (course, chapter 1; x is a row vector, k_j a column vector stored as row j
+    of ``W_k``). ``Q`` has shape ``(d_model, d_model)``; returns a new layer with
+    ``W_k' = W_k Qᵀ``.
     """
     if not isinstance(layer, KeyValueMLP):
         raise TypeError(f"expected a KeyValueMLP (σ(x W_kᵀ) W_v), got {type(layer).__name__}")

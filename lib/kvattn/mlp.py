@@ -1,9 +1,10 @@
 """Feed-forward layers seen as memories and as bilinear attention over memory slots.
 
 One naming runs through every class (course notation table). A layer has ``n_slots`` = m memory
-slots; slot j owns a query ``q_j``, a key ``k_j`` (rows of ``W_q``, ``W_k``; shape ``(m, d)``, or
-``(m, r, d)`` for rank r) and a value ``v_j`` (row j of ``W_v``, shape ``(m, d_out)``). Inputs are
-row vectors: any tensor of shape ``(..., d_model)``, any leading batch shape, on any device.
+slots; slot j owns a query ``q_j``, a key ``k_j`` and a value ``v_j``. Tokens x are row vectors;
+q_j, k_j, v_j are column vectors stored as rows: row j of ``W_q``, ``W_k`` (shape ``(m, d)``, or
+``(m, r, d)`` for rank r) and of ``W_v`` (shape ``(m, d_out)``), so x·q_j = x q_j and q_j k_jᵀ is
+a d × d outer product. Inputs: any tensor of shape ``(..., d_model)``, on any device.
 
 * :class:`KeyValueMLP` — σ(x W_kᵀ) W_v (Geva et al. 2021);
 * :class:`GatedMLP` — (σ(x W_qᵀ) ⊙ (x W_kᵀ)) W_v (Shazeer 2020);

@@ -629,3 +629,49 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Paired comparison of two configurations over the same seeds: mean of a − b, its standard
+    error, Student's t and the two-sided p-value with n − 1 degrees of freedom."""
+
+    mean: float
+    se: float
+    t: float
+    p: float
+    n: int
+
+
+def _student_t_two_sided_p(t: float, dof: int) -> float:
+    """P(|T| ≥ |t|) for Student's t with ``dof`` degrees of freedom (Simpson on the density)."""
+    if not math.isfinite(t):
+        return 0.0
+    log_c = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
+    n = 4000  # even
+    h = abs(t) / n
+    total = 0.0
+    for i in range(n + 1):
+        x = i * h
+        w = 1 if i in (0, n) else (4 if i % 2 else 2)
+        total += w * math.exp(log_c - (dof + 1) / 2 * math.log1p(x * x / dof))
+    return max(0.0, 1.0 - 2.0 * total * h / 3)
+
+
+def paired_difference(a: list[float], b: list[float]) -> PairedDifference:
+    """Compare per-seed results ``a`` and ``b`` (same seeds, same order) with a paired t-test.
+
+    Raises
+    ------
+    ValueError
+        Lists of different lengths or fewer than 2 pairs.
+    """
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"need two lists of the same length >= 2, got {len(a)} and {len(b)}")
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    n = len(d)
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    se = sd / math.sqrt(n)
+    t = mean / se if se > 0 else math.copysign(math.inf, mean) if mean else 0.0
+    return PairedDifference(mean, se, t, _student_t_two_sided_p(t, n - 1), n)

@@ -17,6 +17,7 @@ from IPython.display import display
 from torch import Tensor
 
 from .data import TokenData
+from .figures import COLORS
 from .memories import Triggers, slot_report
 from .mlp import SlotMLP, mlp_cost
 from .symmetry import symmetry_profile
@@ -75,11 +76,19 @@ def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
         if p.gate is None:
             axes[1].text(0.5, 0.5, "no gate: σ(0) ≠ 0", ha="center", va="center")
         else:
-            axes[1].plot(g, p.gate.numpy())
+            axes[1].plot(g, p.gate.numpy(), color=COLORS["swiglu"])
         axes[1].set(xlabel="z", title="gate g(z) = σ(z)/z")
         pos = p.alphas > 0
-        axes[2].semilogx(p.alphas[pos].numpy(), p.scale[pos].numpy(), "o-", label="α > 0")
-        axes[2].semilogx(-p.alphas[~pos].numpy(), p.scale[~pos].numpy(), "s-", label="α < 0")
+        axes[2].semilogx(
+            p.alphas[pos].numpy(), p.scale[pos].numpy(), "o-", label="α > 0", color=COLORS["swiglu"]
+        )
+        axes[2].semilogx(
+            -p.alphas[~pos].numpy(),
+            p.scale[~pos].numpy(),
+            "s-",
+            label="α < 0",
+            color=COLORS["bilinear"],
+        )
         axes[2].set(xlabel="|α|", title="scale violation E_sc(α)")
         axes[2].legend()
         fig.suptitle(f"{p.label}: exchange violation E_ex = {p.exchange:.3f}")
