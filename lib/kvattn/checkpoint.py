@@ -3,15 +3,11 @@
 The tensor names and shapes are those of the published ``state_dict`` (native ``PLDR_Model`` and
 the Hugging Face port ``PldrllmForCausalLM`` share them), so models trained here load in the
 author's code and published checkpoints load here. Inside :mod:`kvattn.pldr` the five PLGA tensors
-carry the papers' symbols; this module renames them:
+carry the papers' symbols (inside ``...plgatt_layer``); this module renames them:
 
-==========================  =====================================
-kvattn (``...plgatt_layer``)  published
-==========================  =====================================
-``W``, ``b_W``                 ``Wlst``, ``blst``
-``P``                          ``pwlst``
-``a``, ``b_a``                 ``alst``, ``balst``
-==========================  =====================================
+* ``W``, ``b_W`` are ``Wlst``, ``blst``;
+* ``P`` is ``pwlst``;
+* ``a``, ``b_a`` are ``alst``, ``balst``.
 
 A constant-G model stores its G_LM as the Hugging Face port does for ``custom_G_type``:
 ``decoder.past_G_values`` of shape ``[L, 3, 1, H, d_k, d_k]`` (index 2 along the second axis is
@@ -166,7 +162,7 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
 
 
 def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
-    """The raw ``config.json`` and the :class:`PLDRConfig` built from it."""
+    """The raw ``config.json`` and the :class:`kvattn.pldr.PLDRConfig` built from it."""
     file = directory / CONFIG_NAME
     if not file.exists():
         raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}")

@@ -53,7 +53,7 @@ def log_trace_expm_squared(M: Tensor) -> Tensor:
 
 
 def dag_loss(M: Tensor) -> Tensor:
-    """The reference's DAG regulariser ℓ(M) = |log(tr(exp(M∘M)) / d)|, per matrix ``[...]``.
+    """The reference's DAG regulariser ``ℓ(M) = |log(tr(exp(M∘M)) / d)|``, per matrix ``[...]``.
 
     It is log(1 + h(M)/d) in absolute value, with h the NOTEARS acyclicity function
     (:func:`notears_h`); zero exactly when M∘M is nilpotent (M is the weighted adjacency of a DAG).
@@ -79,7 +79,7 @@ def notears_h(M: Tensor) -> Tensor:
 def order_parameter(x1: Tensor, x2: Tensor, normalisation: str = "mean") -> float:
     """How much a deductive tensor changes between two runs, pooled over all its values.
 
-    ``"mean"`` (SOC paper): RMSE(x1 − x2) / |mean(x1)|, the root-mean-square difference over the
+    ``"mean"`` (SOC paper): ``RMSE(x1 − x2) / |mean(x1)|``, the root-mean-square difference over the
     mean magnitude of the reference run x1. ``"rms"`` (the math-foundations audit):
     rms(x1 − x2) / ½(rms x1 + rms x2), bounded by 2. The two must not be mixed.
     """

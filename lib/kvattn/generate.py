@@ -39,7 +39,7 @@ def generate_text(
 ) -> str:
     """Load ``checkpoint`` and continue ``prompt``; returns the prompt and its continuation.
 
-    ``cache`` is a decoding mode of :meth:`kvattn.pldr.PLDRLLM.generate` (``"none"``, ``"kv"``,
+    ``cache`` is a decoding mode of :meth:`kvattn.pldr.DecoderLM.generate` (``"none"``, ``"kv"``,
     ``"kv+g"``). Raises ``ValueError`` for an empty prompt.
     """
     if not prompt:

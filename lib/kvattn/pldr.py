@@ -54,7 +54,7 @@ Tensor = torch.Tensor
 EPSILON_A = 1e-9
 #: Additive mask value of the reference implementation for blocked positions.
 MASK_VALUE = -1e9
-#: Decoding modes of :meth:`PLDRLLM.generate`.
+#: Decoding modes of :meth:`DecoderLM.generate`.
 CACHE_MODES = ("none", "kv", "kv+g")
 
 
@@ -325,6 +325,7 @@ class PowerLawGraph(nn.Module):
         return t.view(t.shape[0], *([1] * (like.ndim - 4)), *t.shape[1:])
 
     def forward(self, A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(A_LM, A_P, G_LM) for a metric-learner output A (shapes as A)."""
         A_LM = iswiglu(self._per_head(self.W, A) @ A + self._per_head(self.b_W, A)) + EPSILON_A
         A_P = A_LM.pow(self._per_head(self.P, A))
         G_LM = self._per_head(self.a, A) @ A_P + self._per_head(self.b_a, A)
@@ -560,8 +561,9 @@ class CausalLMOutput:
     pldr_attentions: list[DeductiveOutputs | None] | None = None
 
 
-class _DecoderLM(nn.Module):
-    """Shared body of :class:`PLDRLLM` and :class:`GPT`: decoder + untied output layer."""
+class DecoderLM(nn.Module):
+    """Shared body of :class:`PLDRLLM` and :class:`GPT`: decoder + untied output layer, the
+    forward pass, decoding (:meth:`generate`) and saving."""
 
     kind: str = "plga"
     architecture: str = "PldrllmForCausalLM"
@@ -659,7 +661,8 @@ class _DecoderLM(nn.Module):
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``config.json`` + ``model.safetensors`` in the published format
-        (:func:`kvattn.checkpoint.save_pretrained`); load with :func:`kvattn.load_pretrained`."""
+        (:func:`kvattn.checkpoint.save_pretrained`); load with
+        :func:`kvattn.checkpoint.load_pretrained`."""
         from .checkpoint import save_pretrained
 
         return save_pretrained(self, directory)
@@ -753,7 +756,7 @@ def _choose(logits: Tensor, temperature: float, top_p: float, generator) -> Tens
     return torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, generator=generator)
 
 
-class PLDRLLM(_DecoderLM):
+class PLDRLLM(DecoderLM):
     """The PLDR-LLM decoder (PLGA attention), or its constant-G ablation when
     ``config.custom_G_type`` is set. See the module docstring for the architecture."""
 
@@ -775,7 +778,7 @@ class PLDRLLM(_DecoderLM):
         return [layer.mha1.G_LM for layer in self.decoder.dec_layers]
 
 
-class GPT(_DecoderLM):
+class GPT(DecoderLM):
     """The same decoder with scaled dot-product attention (G_LM = I, no metric learner): the
     baseline of the same size. Takes a :class:`PLDRConfig`; PLGA-only fields are ignored."""
 
