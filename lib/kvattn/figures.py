@@ -197,7 +197,7 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
         subplot_titles=(
             "σ(a)b − σ(b)a",
             f"gate g(z) (dashed: {reference.label})",
-            "E_sc against |α| (● α > 0, ■ α < 0)",
+            "E_sc vs |α|: ● α>0, ■ α<0",
         ),
     )
     zmax = max(float(p.violation.abs().max()) for p in profiles)
@@ -433,7 +433,10 @@ def points_with_errors(
             x=list(names),
             y=_round(means, 5),
             mode="markers",
-            marker=dict(size=12, color=list(colors) if colors else [color(n) for n in names]),
+            marker=dict(
+                size=12,
+                color=list(colors) if colors else [color(n) or "#0072B2" for n in names],
+            ),
             error_y=None if errors is None else dict(type="data", array=_round(errors, 5)),
         )
     )

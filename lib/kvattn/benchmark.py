@@ -2,8 +2,11 @@
 mode, peak memory. Everything is measured side by side in one run and reported as ratios of
 medians (machines are noisy; absolute times are printed for context only).
 
-    python tools/benchmark.py                   # the course's tiny and a mid-size config
-    python tools/benchmark.py --json out.json   # also write the numbers for the book appendix
+    python -m kvattn.benchmark                  # the course's tiny and a mid-size config
+    python -m kvattn.benchmark --configs 110M   # the published size (on a GPU)
+    python -m kvattn.benchmark --json out.json  # also write the numbers as JSON
+
+The book's *Benchmarks* appendix runs :func:`bench` on the machine that builds it.
 
 Ratios reported, per configuration:
 
@@ -21,12 +24,13 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
-from kvattn.train import lm_cross_entropy
+from .pldr import GPT, PLDRLLM, PLDRConfig
+from .train import lm_cross_entropy
 
 CONFIGS = {
     "tiny": dict(
@@ -66,8 +70,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(fn, device: torch.device, repeats: int) -> float:
-    """Median wall time of ``fn()`` over ``repeats`` runs, after one warm-up run."""
+def timed(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs, after one warm-up run."""
     fn()
     times = []
     for _ in range(repeats):
@@ -79,7 +83,7 @@ def timed(fn, device: torch.device, repeats: int) -> float:
     return statistics.median(times)
 
 
-def peak_memory(fn, device: torch.device) -> float | None:
+def peak_memory(fn: Callable[[], object], device: torch.device) -> float | None:
     """Peak CUDA memory of ``fn()`` in MiB (None off CUDA)."""
     if device.type != "cuda":
         return None
@@ -99,6 +103,11 @@ def bench(
     repeats: int,
     amp: bool,
 ) -> dict:
+    """Measure one configuration; returns the medians and ratios as a dict (see :func:`report`).
+
+    ``batch`` × ``seq`` tokens per training step; generation continues a ``seq/2``-token prompt
+    by ``new_tokens`` tokens; ``amp`` runs bf16 autocast (CUDA).
+    """
     torch.manual_seed(0)
     models = {
         "pldr": PLDRLLM(cfg).to(device),
@@ -159,6 +168,7 @@ def bench(
 
 
 def report(r: dict) -> str:
+    """A plain-text summary of one :func:`bench` result."""
     lines = [
         f"== {r['config']} on {r['device']} (batch {r['batch']}, sequence {r['seq']}; "
         f"parameters PLDR {r['parameters']['pldr']:,}, GPT {r['parameters']['gpt']:,})",
@@ -184,6 +194,7 @@ def report(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: ``python -m kvattn.benchmark [--configs ...] [--json FILE]``."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
