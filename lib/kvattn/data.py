@@ -329,3 +329,58 @@ def key_value_recall(
     keys = keys / keys.norm(dim=1, keepdim=True) * d**0.5
     values = torch.randint(0, n_values, (n_pairs,), generator=gen)
     return RecallTask(keys, values, n_values)
+
+
+#: The files of a shipped checkpoint folder in ``data/``.
+SHIPPED_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.model",
+    "trainer_state.json",
+    "provenance.json",
+)
+
+
+def shipped(name: str) -> Path:
+    """The folder of a checkpoint the course ships in ``data/<name>/``.
+
+    In a clone of the repository (an editable install, the book build, nbval) this is the folder
+    itself. Where kvattn was installed from GitHub with pip (Colab's set-up cell), the files are
+    fetched from the same repository and commit that pip recorded (its ``direct_url.json``) into
+    ``~/.cache/kvattn/`` on first use, so the URL is never written down twice.
+
+    Raises
+    ------
+    FileNotFoundError
+        The checkpoint is not in the clone, and kvattn was not installed from a GitHub URL.
+    """
+    import importlib.metadata
+    import json
+    import urllib.request
+
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"expected a checkpoint name such as 'pldr_tiny', got {name!r}")
+    local = Path(__file__).resolve().parents[2] / "data" / name
+    if (local / "config.json").exists():
+        return local
+    try:
+        direct = json.loads(
+            importlib.metadata.distribution("kvattn").read_text("direct_url.json") or "{}"
+        )
+    except importlib.metadata.PackageNotFoundError:
+        direct = {}
+    url, commit = direct.get("url", ""), direct.get("vcs_info", {}).get("commit_id")
+    if not (url.startswith("https://github.com/") and commit):
+        raise FileNotFoundError(
+            f"no shipped checkpoint data/{name}: run from a clone of the course repository, or "
+            "install kvattn with pip from its GitHub URL"
+        )
+    repo = url.removeprefix("https://github.com/").removesuffix(".git")
+    target = Path.home() / ".cache" / "kvattn" / commit / name
+    target.mkdir(parents=True, exist_ok=True)
+    for file in SHIPPED_FILES:
+        if not (target / file).exists():
+            raw = f"https://raw.githubusercontent.com/{repo}/{commit}/data/{name}/{file}"
+            with urllib.request.urlopen(raw, timeout=120) as response:
+                (target / file).write_bytes(response.read())
+    return target

@@ -331,16 +331,19 @@ class PretrainConfig:
     """Everything a pre-training run needs; stored as JSON (``python -m kvattn.train --config``).
 
     ``model`` holds :class:`kvattn.pldr.PLDRConfig` fields (``vocab_size`` is set from the
-    tokenizer); ``architecture`` is ``"pldrllm"`` or ``"gpt"``. Optimiser defaults are the
-    reference's: AdamW β = (0.9, 0.95), eps 1e-5, weight decay 0.1, gradient clipping by value at
-    1.0, linear warm-up then cosine decay to 10 % of the peak. ``dag`` = (c_A, c_Ap, c_G) are the
-    DAG-regulariser coefficients on A_LM, A_P and G_LM (0 = off). ``batch_size`` is global: under
-    DDP each of the W processes takes ``batch_size / W`` sequences of every step's batch.
+    tokenizer); ``architecture`` is ``"pldrllm"`` or ``"gpt"``; ``corpus`` is a source of
+    :func:`kvattn.data.load_text`, cut to ``corpus_chars`` characters if given. Optimiser
+    defaults are the reference's: AdamW β = (0.9, 0.95), eps 1e-5, weight decay 0.1, gradient
+    clipping by value at 1.0, linear warm-up then cosine decay to 10 % of the peak. ``dag`` =
+    (c_A, c_Ap, c_G) are the DAG-regulariser coefficients on A_LM, A_P and G_LM (0 = off).
+    ``batch_size`` is global: under DDP each of the W processes takes ``batch_size / W``
+    sequences of every step's batch.
     """
 
     model: dict = field(default_factory=dict)
     architecture: str = "pldrllm"
     corpus: str = "pydoc"
+    corpus_chars: int | None = None
     vocab_size: int = 1024
     block_size: int = 64
     val_every: int = 10
@@ -503,7 +506,7 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
     out_dir = Path(cfg.out_dir)
     ckpt = out_dir / "checkpoint"
 
-    text = load_text(cfg.corpus)
+    text = load_text(cfg.corpus, max_chars=cfg.corpus_chars)
     data = tokenize(text, vocab_size=cfg.vocab_size, val_every=cfg.val_every)
     train_blocks = blocks(data.train, cfg.block_size)
     val_blocks = blocks(data.val, cfg.block_size)[: cfg.eval_blocks]
