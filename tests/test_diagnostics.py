@@ -169,3 +169,141 @@ def test_relative_position_scores_for_commuting_g():
         return (q @ rope_matrix(d_k, m, True).T) @ G @ (k @ rope_matrix(d_k, n, True).T)
 
     assert float(score(5, 2)) == pytest.approx(float(score(13, 10)), abs=1e-12)
+
+
+# --- attention heads as bilinear forms -------------------------------------------------------
+
+
+def _gpt(**kw):
+    from kvattn.pldr import GPT, PLDRConfig
+
+    cfg = PLDRConfig(
+        vocab_size=60,
+        hidden_size=16,
+        num_attention_heads=2,
+        num_hidden_layers=2,
+        max_position_embeddings=32,
+        **kw,
+    )
+    torch.manual_seed(0)
+    model = GPT(cfg).double()
+    with torch.no_grad():  # non-zero biases so that the [x, 1] form is exercised
+        for layer in model.decoder.dec_layers:
+            layer.mha1.wq.bias.normal_()
+            layer.mha1.wk.bias.normal_()
+    return model
+
+
+def test_rope_rotation_composes_to_relative_positions():
+    attn = _gpt().decoder.dec_layers[0].mha1
+    R3, R5, R2 = (D.rope_rotation(attn, p) for p in (3, 5, 2))
+    assert torch.allclose(R5 @ R3.T, R2, atol=1e-12)
+    assert torch.allclose(R3 @ R3.T, torch.eye(8, dtype=torch.float64), atol=1e-12)
+
+
+@pytest.mark.parametrize("reference_rope", [True, False])
+def test_head_bilinear_form_reproduces_the_attention_weights(reference_rope):
+    """softmax([x_i, 1] M(i − j) [x_j, 1]ᵀ / √d_k) over j ≤ i equals the model's E exactly."""
+    model = _gpt(reference_rope=reference_rope)
+    ids = torch.randint(4, 60, (1, 9))
+    with torch.no_grad():
+        x = model.decoder.layernorm1(model.decoder.embedding(ids) * model.decoder.scale)[0]
+        E = model(ids, output_pldr_attentions=True).pldr_attentions[0].E[0]
+    x1 = torch.cat([x, torch.ones(9, 1, dtype=torch.float64)], 1)
+    attn = model.decoder.dec_layers[0].mha1
+    for head in range(2):
+        scores = torch.full((9, 9), float("-inf"), dtype=torch.float64)
+        for i in range(9):
+            for j in range(i + 1):
+                M = D.head_bilinear_form(attn, head, i - j, with_bias=True)
+                scores[i, j] = x1[i] @ M @ x1[j] / 8**0.5
+        assert torch.allclose(torch.softmax(scores, -1), E[head], atol=1e-12)
+
+
+def test_swapping_query_and_key_transposes_the_forms_and_keeps_self_scores():
+    model = _gpt()
+    swapped = D.swap_attention_qk(model)
+    a, b = model.decoder.dec_layers[1].mha1, swapped.decoder.dec_layers[1].mha1
+    M, Ms = D.head_bilinear_form(a, 0, 0, True), D.head_bilinear_form(b, 0, 0, True)
+    assert torch.allclose(Ms, M.T, atol=1e-12)
+    x = torch.randn(5, 17, dtype=torch.float64)
+    assert torch.allclose(
+        torch.einsum("si,ij,sj->s", x, M, x), torch.einsum("si,ij,sj->s", x, Ms, x), atol=1e-10
+    )
+    assert D.asymmetry(M) > 0.1 and D.asymmetry(M + M.T) < 1e-12
+    assert D.asymmetry(M - M.T) == pytest.approx(2.0)
+
+
+def test_head_bilinear_form_refuses_plga_layers():
+    from kvattn.pldr import PLDRLLM, PLDRConfig
+
+    model = PLDRLLM(
+        PLDRConfig(
+            vocab_size=60,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            num_reslayerA=1,
+            max_position_embeddings=32,
+        )
+    )
+    with pytest.raises(ValueError, match="one bilinear form per distance"):
+        D.head_bilinear_form(model.decoder.dec_layers[0].mha1, 0)
+
+
+def test_deductive_profile_of_a_constant_g_model_has_no_spread():
+    """A constant-G model's G_LM is the same for every prompt: zero spread and order parameter;
+    a PLGA model's is not."""
+    from kvattn.pldr import PLDRLLM, PLDRConfig
+
+    cfg = dict(
+        vocab_size=60,
+        hidden_size=16,
+        num_attention_heads=2,
+        num_hidden_layers=1,
+        num_reslayerA=1,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(1)
+    plga = PLDRLLM(PLDRConfig(**cfg)).double()
+    with torch.no_grad():
+        plga.decoder.dec_layers[0].mha1.plgatt_layer.P.mul_(50)  # make G depend on the input
+    prompts = [torch.randint(4, 60, (1, n)) for n in (5, 8, 11)]
+    profile = D.deductive_profile(D.deductive_tensors(plga, prompts), 0, 1)
+    assert profile.order["G_LM"] > 1e-6 and profile.spread["G_LM"].abs().max() > 0
+    assert set(profile.first) == set(D.DEDUCTIVE)
+    with pytest.raises(ValueError, match="at least two prompts"):
+        D.deductive_profile(D.deductive_tensors(plga, prompts[:1]), 0, 0)
+    profile0 = D.head_profile(_gpt(), torch.randint(4, 60, (1, 7)), 1, 0, max_distance=4)
+    assert profile0.E.shape == (7, 7) and profile0.asym.shape == (4,)
+    assert torch.allclose(profile0.E.sum(-1), torch.ones(7, dtype=torch.float64))
+
+
+def test_layer_queries_and_twirl_match_the_density():
+    """The queries read by hook give the model's own density; twirl(S = all) is A0 / S."""
+    from kvattn.pldr import PLDRLLM, PLDRConfig
+
+    torch.manual_seed(3)
+    model = PLDRLLM(
+        PLDRConfig(
+            vocab_size=60,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_hidden_layers=2,
+            num_reslayerA=1,
+            max_position_embeddings=32,
+        )
+    ).double()
+    ids = torch.randint(4, 60, (1, 10))
+    for layer in range(2):
+        q = D.layer_queries(model, ids, layer)  # [H, S, d_k]
+        with torch.no_grad():
+            A0 = model(ids, output_pldr_attentions=True).pldr_attentions[layer].A0[0]
+        assert torch.allclose(q.transpose(-1, -2) @ q, A0, atol=1e-10)
+        densities = D.twirl(model, ids, layer, 1, [3, 10])
+        assert torch.allclose(densities[10], A0[1] / 10, atol=1e-12)
+    raw = D.layer_queries(model, ids, 0, rope=False)
+    assert torch.allclose(raw.norm(dim=-1), D.layer_queries(model, ids, 0).norm(dim=-1))
+    assert not torch.allclose(raw, D.layer_queries(model, ids, 0))
+    with pytest.raises(ValueError, match="lengths go up to 11"):
+        D.twirl(model, ids, 0, 0, [11])

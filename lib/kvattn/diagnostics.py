@@ -200,3 +200,178 @@ def commutant_residual(G: Tensor, interleaved: bool = True) -> Tensor:
     X = G.detach().double()
     residual = X - commutant_projection(X, interleaved)
     return residual.norm(dim=(-2, -1)) / X.norm(dim=(-2, -1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention heads as bilinear forms
+
+
+def rope_rotation(attention, distance: int) -> Tensor:
+    """The d_k × d_k matrix R(δ) by which an attention layer's RoPE rotates a row vector at
+    position δ (so that q_rot = q R(i) and R(i) R(j)ᵀ = R(i − j)); float64."""
+    d_k = attention.cfg.d_k
+    eye = torch.eye(d_k, dtype=torch.float64).view(d_k, 1, 1, d_k)
+    return attention.rope(eye, start=distance).view(d_k, d_k)
+
+
+def head_bilinear_form(attention, head: int, distance: int = 0, with_bias: bool = False) -> Tensor:
+    """The learned bilinear form of one SDPA head at query–key distance δ = i − j, d × d:
+
+        M_h(δ) = W_Q,hᵀ R(δ) W_K,h,   score(i, j) = x_i M_h(i − j) x_jᵀ / √d_k (+ bias terms),
+
+    where W_Q,h, W_K,h are the head's d_k × d rows of ``wq`` and ``wk`` and R is RoPE
+    (course, chapter 6). With ``with_bias`` the form acts on [x, 1] and includes the biases,
+    shape (d + 1) × (d + 1), so that the score is exactly [x_i, 1] M [x_j, 1]ᵀ / √d_k.
+
+    Raises
+    ------
+    ValueError
+        For PLGA and constant-G layers, whose score q G kᵀ does not reduce to one form per δ.
+    """
+    if attention.kind != "sdpa":
+        raise ValueError("only scaled dot-product attention has one bilinear form per distance")
+    d_k = attention.cfg.d_k
+    rows = slice(head * d_k, (head + 1) * d_k)
+    Wq = attention.wq.weight[rows].detach().double()
+    Wk = attention.wk.weight[rows].detach().double()
+    if with_bias:
+        zeros = torch.zeros(d_k, 1, dtype=torch.float64)
+        bq = (
+            zeros
+            if attention.wq.bias is None
+            else attention.wq.bias[rows].detach().double()[:, None]
+        )
+        bk = (
+            zeros
+            if attention.wk.bias is None
+            else attention.wk.bias[rows].detach().double()[:, None]
+        )
+        Wq, Wk = torch.cat([Wq, bq], 1), torch.cat([Wk, bk], 1)
+    # q_rot = x Wqᵀ R(i) and k_rot = x Wkᵀ R(j), so q_rot k_rotᵀ = x Wqᵀ R(i) R(j)ᵀ Wk xᵀ and
+    # R(i) R(j)ᵀ = R(i − j).
+    return Wq.T @ rope_rotation(attention, distance) @ Wk
+
+
+def asymmetry(M: Tensor) -> float:
+    """‖M − Mᵀ‖_F / ‖M‖_F, between 0 (symmetric: exchanging query and key changes nothing) and 2
+    (antisymmetric); √2 when tr(M²) = 0, as for a typical random matrix."""
+    X = M.detach().double()
+    return float((X - X.transpose(-1, -2)).norm() / X.norm())
+
+
+def swap_attention_qk(model):
+    """A copy of ``model`` whose attention layers exchange their query and key projections
+    (weights and biases), i.e. whose bilinear forms are transposed: token i then scores token j
+    as token j scored token i before."""
+    import copy
+
+    new = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer in new.decoder.dec_layers:
+            attn = layer.mha1
+            wq, wk = attn.wq.weight.clone(), attn.wk.weight.clone()
+            attn.wq.weight.copy_(wk)
+            attn.wk.weight.copy_(wq)
+            if attn.wq.bias is not None:
+                bq, bk = attn.wq.bias.clone(), attn.wk.bias.clone()
+                attn.wq.bias.copy_(bk)
+                attn.wk.bias.copy_(bq)
+    return new
+
+
+@dataclass(frozen=True)
+class HeadProfile:
+    """One head of a (GPT or constant-G) model on one input: its attention weights ``E``
+    ``[S, S]`` and the asymmetry of its bilinear form M_h(δ) for δ = 0 … len(asym) − 1."""
+
+    layer: int
+    head: int
+    E: Tensor
+    asym: Tensor
+
+
+@torch.no_grad()
+def head_profile(model, ids: Tensor, layer: int, head: int, max_distance: int = 16) -> HeadProfile:
+    """The compute function of chapter 6's attention explorer (both faces)."""
+    if ids.ndim != 2 or ids.shape[0] != 1:
+        raise ValueError(f"ids must have shape (1, S), got {tuple(ids.shape)}")
+    out = model(ids, output_pldr_attentions=True)
+    E = out.pldr_attentions[layer].E[0, head].detach().double().cpu()
+    attn = model.decoder.dec_layers[layer].mha1
+    asym = torch.tensor([asymmetry(head_bilinear_form(attn, head, d)) for d in range(max_distance)])
+    return HeadProfile(layer, head, E, asym)
+
+
+# ---------------------------------------------------------------------------------------------
+# The G_LM invariance explorer's compute function
+
+#: The deductive tensors the explorers and order parameters look at, in pipeline order.
+DEDUCTIVE = ("A", "A_LM", "A_P", "G_LM")
+
+
+@dataclass(frozen=True)
+class DeductiveProfile:
+    """One head of a PLGA layer over several prompts.
+
+    ``first[name]``: the tensor on the first prompt, ``[d_k, d_k]``; ``spread[name]``: its
+    standard deviation across the prompts, entry by entry; ``order[name]``: the order parameter
+    (SOC normalisation: RMSE over the mean magnitude) between the first prompt and each other,
+    averaged; for every name in :data:`DEDUCTIVE`.
+    """
+
+    layer: int
+    head: int
+    first: dict[str, Tensor]
+    spread: dict[str, Tensor]
+    order: dict[str, float]
+
+
+@torch.no_grad()
+def deductive_tensors(model, prompts: list[Tensor]) -> list[list]:
+    """The deductive outputs of every prompt: ``out[p][layer]`` is a
+    :class:`kvattn.pldr.DeductiveOutputs`; each prompt is token ids of shape ``(1, S)``."""
+    return [model(ids, output_pldr_attentions=True).pldr_attentions for ids in prompts]
+
+
+def deductive_profile(outputs: list[list], layer: int, head: int) -> DeductiveProfile:
+    """Summarise :func:`deductive_tensors` for one layer and head (needs 2+ prompts)."""
+    if len(outputs) < 2:
+        raise ValueError("need the deductive tensors of at least two prompts")
+    first, spread, order = {}, {}, {}
+    for name in DEDUCTIVE:
+        stack = torch.stack([getattr(o[layer], name)[0, head].double().cpu() for o in outputs])
+        first[name] = stack[0]
+        spread[name] = stack.std(0)
+        order[name] = sum(order_parameter(stack[0], s) for s in stack[1:]) / (len(stack) - 1)
+    return DeductiveProfile(layer, head, first, spread, order)
+
+
+# ---------------------------------------------------------------------------------------------
+# The three steps of the collapse mechanism (course, chapter 10)
+
+
+@torch.no_grad()
+def layer_queries(model, ids: Tensor, layer: int, rope: bool = True) -> Tensor:
+    """The queries of every head of ``layer`` on ``ids`` (shape ``(1, S)``), as ``[H, S, d_k]``,
+    after RoPE (``rope=True``, what the density sums) or before it."""
+    captured = {}
+    attn = model.decoder.dec_layers[layer].mha1
+    handle = attn.register_forward_pre_hook(lambda module, args: captured.setdefault("x", args[0]))
+    try:
+        model(ids)
+    finally:
+        handle.remove()
+    x = captured["x"]
+    q = attn.wq(x).view(x.shape[0], x.shape[1], attn.cfg.num_attention_heads, attn.cfg.d_k)
+    if rope:
+        q = attn.rope(q)
+    return q[0].transpose(0, 1)
+
+
+def twirl(model, ids: Tensor, layer: int, head: int, lengths: list[int]) -> dict[int, Tensor]:
+    """The normalised density A0/S of one head over the first S tokens, for each S in
+    ``lengths`` (float64 ``[d_k, d_k]``): the compute function of chapter 10's explorer."""
+    q = layer_queries(model, ids, layer)[head].double()
+    if max(lengths) > q.shape[0]:
+        raise ValueError(f"lengths go up to {max(lengths)} but the input has {q.shape[0]} tokens")
+    return {S: q[:S].T @ q[:S] / S for S in lengths}

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from .diagnostics import DEDUCTIVE, DeductiveProfile, HeadProfile
 from .memories import SlotReport
 from .symmetry import SymmetryProfile
 
@@ -125,10 +126,12 @@ def heatmap_grid(
     yaxis: str,
     cols: int = 4,
     symmetric: bool = True,
+    shared_scale: bool = True,
     height: int | None = None,
 ) -> go.Figure:
-    """Small multiples: one heat-map per entry of ``panels`` (each ``(len(y), len(x))``), on one
-    shared diverging colour scale centred at 0 when ``symmetric``."""
+    """Small multiples: one heat-map per entry of ``panels`` (each ``(len(y), len(x))``), on a
+    diverging colour scale centred at 0 when ``symmetric``, shared by all panels when
+    ``shared_scale`` (otherwise each panel has its own range, shown on hover)."""
     names = list(panels)
     rows = -(-len(names) // cols)
     fig = make_subplots(
@@ -136,6 +139,8 @@ def heatmap_grid(
     )
     zmax = max(float(p.abs().max()) for p in panels.values()) if symmetric else None
     for i, name in enumerate(names):
+        if not shared_scale:
+            zmax = (float(panels[name].abs().max()) or 1.0) if symmetric else None
         fig.add_trace(
             go.Heatmap(
                 z=_round(panels[name], 3),
@@ -144,7 +149,7 @@ def heatmap_grid(
                 colorscale="RdBu_r" if symmetric else "Viridis",
                 zmin=-zmax if symmetric else None,
                 zmax=zmax,
-                showscale=i == 0,
+                showscale=shared_scale and i == 0,
                 colorbar=dict(len=0.8),
             ),
             row=i // cols + 1,
@@ -509,6 +514,178 @@ def interaction_explorer(
         height=420,
         showlegend=False,
         sliders=[slider(list(output_names), list(output_names), "output: ")],
+        **LAYOUT,
+    )
+    return fig
+
+
+def attention_explorer(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
+    """The static face of chapter 6's attention explorer: a slider over (layer, head).
+
+    Left, the head's attention weights E on the input (rows: queries, columns: keys); right, the
+    asymmetry ‖M − Mᵀ‖/‖M‖ of its bilinear form at each query–key distance δ.
+    """
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.6, 0.4],
+        horizontal_spacing=0.14,
+        subplot_titles=("attention weights E", "asymmetry of M_h(δ)"),
+    )
+    labels = [f"{i}:{t}" for i, t in enumerate(tokens)]
+
+    def traces(p: HeadProfile) -> list:
+        return [
+            go.Heatmap(
+                z=_round(p.E, 3),
+                x=labels,
+                y=labels,
+                colorscale="Blues",
+                zmin=0,
+                zmax=1,
+                colorbar=dict(x=0.52, len=0.85, thickness=12),
+            ),
+            go.Scatter(
+                x=list(range(len(p.asym))),
+                y=_round(p.asym, 4),
+                mode="lines+markers",
+                line=dict(color=COLORS["bilinear"]),
+            ),
+        ]
+
+    def name(p: HeadProfile) -> str:
+        return f"layer {p.layer}, head {p.head}"
+
+    for c, trace in enumerate(traces(profiles[0]), start=1):
+        fig.add_trace(trace, 1, c)
+    fig.frames = [
+        go.Frame(
+            name=name(p),
+            data=traces(p),
+            traces=[0, 1],
+            layout=dict(title_text=f"Attention of {name(p)}"),
+        )
+        for p in profiles
+    ]
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=1)
+    fig.update_xaxes(title_text="distance δ = i − j", row=1, col=2)
+    fig.update_yaxes(range=[0, 2.05], row=1, col=2)
+    fig.update_layout(
+        title=f"Attention of {name(profiles[0])}",
+        height=470,
+        showlegend=False,
+        sliders=[slider([name(p) for p in profiles], [name(p) for p in profiles], "")],
+        **LAYOUT,
+    )
+    return fig
+
+
+def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
+    """The static face of the G_LM invariance explorer: a slider over (layer, head).
+
+    Top row: A, A_LM, A_P and G_LM on the first prompt (each on its own colour scale); bottom row:
+    their entry-wise standard deviation across the prompts, on the top row's scale, so a blank
+    bottom panel means a tensor that does not depend on the prompt. Subplot titles give the order
+    parameter of each tensor.
+    """
+    names = list(DEDUCTIVE)
+    fig = make_subplots(
+        rows=2,
+        cols=4,
+        vertical_spacing=0.1,
+        horizontal_spacing=0.03,
+        subplot_titles=[f"{n}" for n in names] + [f"spread of {n}" for n in names],
+    )
+
+    def traces(p: DeductiveProfile) -> list:
+        out = []
+        for row in ("first", "spread"):
+            for n in names:
+                scale = float(p.first[n].abs().max()) or 1.0
+                z = getattr(p, row)[n]
+                out.append(
+                    go.Heatmap(
+                        z=_round(z, 4),
+                        colorscale="RdBu_r" if row == "first" else "Greys",
+                        zmin=-scale if row == "first" else 0,
+                        zmax=scale,
+                        showscale=False,
+                    )
+                )
+        return out
+
+    def title(p: DeductiveProfile) -> str:
+        orders = ", ".join(f"{n} {p.order[n]:.1e}" for n in names)
+        return f"layer {p.layer}, head {p.head}: order parameter {orders}"
+
+    for i, trace in enumerate(traces(profiles[0])):
+        fig.add_trace(trace, i // 4 + 1, i % 4 + 1)
+    fig.frames = [
+        go.Frame(
+            name=f"{p.layer}/{p.head}",
+            data=traces(p),
+            traces=list(range(8)),
+            layout=dict(title_text=title(p)),
+        )
+        for p in profiles
+    ]
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    fig.update_layout(
+        title=dict(text=title(profiles[0]), font=dict(size=12)),
+        height=560,
+        sliders=[
+            slider(
+                [f"{p.layer}/{p.head}" for p in profiles],
+                [f"L{p.layer} H{p.head}" for p in profiles],
+                "",
+            )
+        ],
+        **LAYOUT,
+    )
+    return fig
+
+
+def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = True) -> go.Figure:
+    """The static face of chapter 10's explorer: a slider over the sequence length S showing the
+    normalised density A0/S (left) and its projection onto the RoPE commutant (right)."""
+    from .diagnostics import commutant_projection, commutant_residual
+
+    lengths = list(densities)
+    zmax = max(float(A.abs().max()) for A in densities.values())
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.08,
+        subplot_titles=("A0 / S", "projection onto the commutant"),
+    )
+
+    def traces(A: torch.Tensor) -> list:
+        P = commutant_projection(A, interleaved)
+        return [
+            go.Heatmap(z=_round(M, 4), colorscale="RdBu_r", zmin=-zmax, zmax=zmax, showscale=i == 1)
+            for i, M in enumerate((A, P))
+        ]
+
+    def title(S: int) -> str:
+        res = float(commutant_residual(densities[S], interleaved))
+        return f"S = {S}: commutant residual {res:.2f}"
+
+    for c, trace in enumerate(traces(densities[lengths[0]]), start=1):
+        fig.add_trace(trace, 1, c)
+    fig.frames = [
+        go.Frame(
+            name=str(S), data=traces(densities[S]), traces=[0, 1], layout=dict(title_text=title(S))
+        )
+        for S in lengths
+    ]
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_layout(
+        title=title(lengths[0]),
+        height=420,
+        sliders=[slider([str(S) for S in lengths], [str(S) for S in lengths], "S = ")],
         **LAYOUT,
     )
     return fig

@@ -334,15 +334,19 @@ class PowerLawGraph(nn.Module):
 
 @dataclass
 class DeductiveOutputs:
-    """PLGA's intermediate tensors of one layer, each ``[B, H, d_k, d_k]`` (an extra S axis after
-    H for the prefix density): density A0, metric-learner output A, A_LM, A_P, G_LM; and the
-    attention weights E ``[B, H, S_q, S_k]``."""
+    """The intermediate tensors of one attention layer.
 
-    A0: Tensor
-    A: Tensor
-    A_LM: Tensor
-    A_P: Tensor
-    G_LM: Tensor
+    For PLGA: density A0, metric-learner output A, A_LM, A_P and G_LM, each ``[B, H, d_k, d_k]``
+    (an extra S axis after H for the prefix density). For every kind of attention: the attention
+    weights E ``[B, H, S_q, S_k]``. A constant-G model reports its fixed G_LM ``[H, d_k, d_k]``
+    and E; a GPT reports E only (the other fields are None).
+    """
+
+    A0: Tensor | None = None
+    A: Tensor | None = None
+    A_LM: Tensor | None = None
+    A_P: Tensor | None = None
+    G_LM: Tensor | None = None
     E: Tensor | None = None
 
 
@@ -438,8 +442,12 @@ class Attention(nn.Module):
 
         if self.kind == "sdpa":
             qg = q
+            if need_outputs:
+                outputs = DeductiveOutputs()
         elif self.kind == "constant_g":
             qg = q @ self.G_LM.to(q.dtype)
+            if need_outputs:
+                outputs = DeductiveOutputs(G_LM=self.G_LM)
         else:
             qg, outputs, new_state = self._plga_queries(q, cache, cache_mode)
 
@@ -554,7 +562,7 @@ class Decoder(nn.Module):
 class CausalLMOutput:
     """Output of a forward pass: ``logits [B, S, V]``; ``caches`` (one :class:`LayerCache` per
     layer, when a cache mode was given); ``pldr_attentions`` (one :class:`DeductiveOutputs` per
-    layer, when asked for; None entries for layers without PLGA)."""
+    layer, when asked for)."""
 
     logits: Tensor
     caches: list[LayerCache | None] | None = None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import torch
 from IPython.display import display
 from torch import Tensor
 
@@ -237,3 +238,170 @@ def paired_comparison(runs: dict[str, SeedRuns], first: str, second: str) -> wid
         fig.tight_layout()
 
     return _live([a_box, b_box], draw)
+
+
+def attention_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -> widgets.VBox:
+    """Type a prompt and pick a layer and head: the head's attention weights on the prompt and
+    the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor."""
+    from .diagnostics import head_profile
+
+    cfg = model.config
+    text_box = widgets.Text(
+        value=text,
+        description="prompt",
+        continuous_update=False,
+        layout=widgets.Layout(width="60%"),
+    )
+    layer_box = widgets.Dropdown(
+        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
+    )
+    head_box = widgets.Dropdown(
+        options=list(range(cfg.num_attention_heads)), value=head, description="head"
+    )
+
+    def draw() -> None:
+        ids = tokenizer.encode(text_box.value or " ")[: cfg.max_position_embeddings]
+        device = next(model.parameters()).device
+        p = head_profile(model, torch.tensor([ids], device=device), layer_box.value, head_box.value)
+        pieces = [tokenizer.id_to_piece(i) for i in ids]
+        fig, axes = plt.subplots(
+            1, 2, figsize=(10, 4), dpi=72, gridspec_kw={"width_ratios": [3, 2]}
+        )
+        axes[0].imshow(p.E.numpy(), cmap="Blues", vmin=0, vmax=1)
+        axes[0].set_yticks(range(len(pieces)), pieces, fontsize=7)
+        axes[0].set_xticks([])
+        axes[0].set_title("attention weights E (rows: queries)")
+        axes[1].plot(p.asym.numpy(), "o-", color=COLORS["bilinear"])
+        axes[1].set(xlabel="distance δ", ylim=(0, 2.05), title="asymmetry of M_h(δ)")
+        fig.suptitle(f"layer {p.layer}, head {p.head}")
+        fig.tight_layout()
+
+    return _live([text_box, layer_box, head_box], draw)
+
+
+def deductive_explorer(
+    model, tokenizer, prompts: list[str], layer: int = 0, head: int = 0
+) -> widgets.VBox:
+    """Edit the prompts (one per line) and pick a layer and head: A, A_LM, A_P, G_LM on the first
+    prompt, their spread across the prompts, and each tensor's order parameter."""
+    from .diagnostics import DEDUCTIVE, deductive_profile, deductive_tensors
+
+    cfg = model.config
+    text_box = widgets.Textarea(
+        value="\n".join(prompts),
+        description="prompts",
+        continuous_update=False,
+        layout=widgets.Layout(width="60%"),
+    )
+    layer_box = widgets.Dropdown(
+        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
+    )
+    head_box = widgets.Dropdown(
+        options=list(range(cfg.num_attention_heads)), value=head, description="head"
+    )
+
+    def draw() -> None:
+        device = next(model.parameters()).device
+        lines = [t for t in text_box.value.splitlines() if t.strip()] or [" ", "  "]
+        ids = [
+            torch.tensor([tokenizer.encode(t)[: cfg.max_position_embeddings]], device=device)
+            for t in lines
+        ]
+        if len(ids) < 2:
+            ids = ids * 2
+        p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
+        fig, axes = plt.subplots(2, 4, figsize=(11, 5.2), dpi=72)
+        for col, name in enumerate(DEDUCTIVE):
+            scale = float(p.first[name].abs().max()) or 1.0
+            axes[0, col].imshow(p.first[name].numpy(), cmap="RdBu_r", vmin=-scale, vmax=scale)
+            axes[0, col].set_title(name)
+            axes[1, col].imshow(p.spread[name].numpy(), cmap="Greys", vmin=0, vmax=scale)
+            axes[1, col].set_title(f"order {p.order[name]:.1e}", fontsize=9)
+            for row in range(2):
+                axes[row, col].set_xticks([])
+                axes[row, col].set_yticks([])
+        fig.suptitle(f"layer {p.layer}, head {p.head}: first prompt (top), spread (bottom)")
+        fig.tight_layout()
+
+    return _live([text_box, layer_box, head_box], draw)
+
+
+def generation_explorer(models: dict, tokenizer, prompt: str) -> widgets.VBox:
+    """Pick a model, a decoding mode and a temperature, edit the prompt, and read the continuation
+    (chapter 8). ``models`` maps labels to :class:`kvattn.pldr.DecoderLM` models."""
+    from .pldr import CACHE_MODES
+
+    text_box = widgets.Textarea(
+        value=prompt,
+        description="prompt",
+        continuous_update=False,
+        layout=widgets.Layout(width="60%"),
+    )
+    model_box = widgets.Dropdown(options=list(models), description="model")
+    cache_box = widgets.Dropdown(options=list(CACHE_MODES), value="kv", description="cache")
+    temp_box = widgets.FloatSlider(
+        value=0.0, min=0.0, max=1.5, step=0.1, description="temperature", continuous_update=False
+    )
+    output = widgets.HTML()
+
+    def draw() -> None:
+        model = models[model_box.value]
+        cfg = model.config
+        ids = tokenizer.encode(text_box.value or " ")[: cfg.max_position_embeddings - 1]
+        device = next(model.parameters()).device
+        n_new = min(48, cfg.max_position_embeddings - len(ids))
+        gen = torch.Generator(device=device).manual_seed(0)
+        out = model.generate(
+            torch.tensor([ids], device=device),
+            n_new,
+            cache=cache_box.value,
+            temperature=temp_box.value,
+            generator=gen,
+        )
+        new = tokenizer.decode(out[0, len(ids) :].tolist())
+        output.value = (
+            f"<pre style='white-space: pre-wrap'>{html.escape(text_box.value)}"
+            f"<b>{html.escape(new)}</b></pre>"
+        )
+        display(output)
+
+    return _live([text_box, model_box, cache_box, temp_box], draw)
+
+
+def twirl_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -> widgets.VBox:
+    """Pick a layer, a head and a length S: the head's normalised density over the first S tokens
+    of ``text`` beside its projection onto the RoPE commutant (chapter 10)."""
+    from .diagnostics import commutant_projection, commutant_residual, twirl
+
+    cfg = model.config
+    device = next(model.parameters()).device
+    ids = torch.tensor([tokenizer.encode(text)[: cfg.max_position_embeddings]], device=device)
+    layer_box = widgets.Dropdown(
+        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
+    )
+    head_box = widgets.Dropdown(
+        options=list(range(cfg.num_attention_heads)), value=head, description="head"
+    )
+    length_box = widgets.IntSlider(
+        value=min(16, ids.shape[1]),
+        min=1,
+        max=ids.shape[1],
+        description="S",
+        continuous_update=False,
+    )
+
+    def draw() -> None:
+        S = length_box.value
+        A = twirl(model, ids, layer_box.value, head_box.value, [S])[S]
+        P = commutant_projection(A, cfg.reference_rope)
+        lim = float(A.abs().max()) or 1.0
+        fig, axes = plt.subplots(1, 2, figsize=(8, 3.8), dpi=72)
+        for ax, M, name in zip(axes, (A, P), ("A0 / S", "commutant projection"), strict=True):
+            ax.imshow(M.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
+            ax.set(title=name, xticks=[], yticks=[])
+        fig.suptitle(
+            f"S = {S}: commutant residual {float(commutant_residual(A, cfg.reference_rope)):.2f}"
+        )
+        fig.tight_layout()
+
+    return _live([layer_box, head_box, length_box], draw)
