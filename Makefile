@@ -56,7 +56,9 @@ unit: $(STAMP)
 nbval: $(STAMP)
 	rm -rf _build/nbval
 	$(PY) tools/notebooks.py --with-expected _build/nbval
-	KVATTN_FAST=1 $(PY) -m pytest $(PYTEST_NB) -n 2 --dist loadfile _build/nbval
+	# two workers with one thread each: oversubscribed OpenMP threads spin and slow small
+	# tensor operations down by an order of magnitude on a 2-core machine
+	OMP_NUM_THREADS=1 KVATTN_FAST=1 $(PY) -m pytest $(PYTEST_NB) -n 2 --dist loadfile _build/nbval
 
 book-fast: static
 	rm -rf $(TEST_BUILD)

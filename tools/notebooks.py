@@ -36,7 +36,7 @@ EXPECTED = ROOT / "tests" / "expected_outputs.json"
 CHECK_TAG = "nbval-check-output"
 
 #: Chapters whose notebook asks Colab for a GPU runtime (those that train sizeable models).
-GPU_CHAPTERS: set[str] = set()
+GPU_CHAPTERS: set[str] = {"05_beyond_rank_one", "08_training_pldr"}
 
 
 def notebook_metadata(path: Path) -> dict:
