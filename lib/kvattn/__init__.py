@@ -16,6 +16,7 @@ Modules, in the order data flows through them:
 * :mod:`kvattn.interaction` — interaction tensors and their eigen-decomposition;
 * :mod:`kvattn.memories` — reading keys and values of a trained LM;
 * :mod:`kvattn.diagnostics` — DAG losses, order parameters, rank-1 audit, PF, RoPE commutant;
+* :mod:`kvattn.exercises` — checkers for the chapters' exercises (``check(name, fn)``);
 * :mod:`kvattn.figures`, :mod:`kvattn.widgets` — plotly (static book) and ipywidgets (live) faces.
 """
 

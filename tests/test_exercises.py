@@ -1,0 +1,202 @@
+"""The exercise checkers: they accept the reference solutions, reject every listed mistake with
+its explanation, and their references agree with independent implementations."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kvattn import diagnostics, exercises, mlp, pldr
+from kvattn.exercises import EXERCISES, ExerciseFailed, check
+
+MISTAKES = [(name, i) for name, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
+
+
+def test_at_least_three_exercises_in_every_chapter():
+    counts = Counter(ex.chapter for ex in EXERCISES.values())
+    assert sorted(counts) == list(range(1, 12))
+    assert min(counts.values()) >= 3
+    assert exercises.chapter_exercises(7) == ["density", "iswiglu", "power_law_G", "perron_pair"]
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_reference_passes(name):
+    result = check(name, EXERCISES[name].reference)
+    assert result.n_cases >= 3
+    assert result.largest_difference == 0.0
+    assert repr(result).startswith(f"✓ {name}: {result.n_cases} cases agree")
+
+
+@pytest.mark.parametrize(("name", "index"), MISTAKES)
+def test_each_mistake_is_rejected_and_explained(name, index):
+    mistake = EXERCISES[name].mistakes[index]
+    with pytest.raises(ExerciseFailed) as info:
+        check(name, mistake.fn)
+    message = str(info.value)
+    assert message.startswith(f"{name}: case '")
+    assert f"Most likely mistake: {mistake.explanation}" in message
+
+
+def test_every_exercise_has_a_mistake_to_explain():
+    assert all(ex.mistakes for ex in EXERCISES.values())
+
+
+def test_a_crashing_solution_names_the_case_and_the_error():
+    def broken(x, K, V):
+        return x @ K @ V  # K is (m, d): the product needs Kᵀ
+
+    with pytest.raises(
+        ExerciseFailed, match=r"kv_memory: case 'random, 5 tokens' raised RuntimeError"
+    ):
+        check("kv_memory", broken)
+
+
+def test_wrong_shape_and_type_are_reported():
+    with pytest.raises(ExerciseFailed, match=r"expected shape \(5, 6\), got \(6, 5\)"):
+        check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).T)
+    with pytest.raises(ExerciseFailed, match=r"expected a torch\.Tensor, got list"):
+        check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).tolist())
+    with pytest.raises(ExerciseFailed, match="expected a number, got tensor of shape"):
+        check("order_parameter", lambda a, b: (a - b).pow(2))
+    with pytest.raises(ExerciseFailed, match="NaN or infinite"):
+        check("kv_memory", lambda x, K, V: F.relu(x @ K.T) @ V / 0.0)
+    with pytest.raises(ExerciseFailed, match="expected integer indices"):
+        check("top_triggers", lambda c, k: c.topk(k, dim=0).indices.T.double())
+
+
+def test_generic_hints_for_unlisted_mistakes():
+    with pytest.raises(ExerciseFailed, match=r"Hint: your result is 2 times the expected one"):
+        check("kv_memory", lambda x, K, V: 2 * F.relu(x @ K.T) @ V)
+    with pytest.raises(ExerciseFailed, match="Hint: your result is the transpose"):
+        check("truncate_rank", lambda M, r: EXERCISES["truncate_rank"].reference(M, r).mT)
+    with pytest.raises(ExerciseFailed) as info:
+        check("causal_sdpa", lambda q, k, v: v)
+    assert "Most likely" not in str(info.value) and "Hint" not in str(info.value)
+
+
+def test_in_place_modification_is_refused():
+    def sneaky(B):
+        B.add_(B.transpose(-1, -2).clone()).mul_(0.5)
+        return B.clone()
+
+    with pytest.raises(ExerciseFailed, match="modified one of its input tensors in place"):
+        check("symmetrise", sneaky)
+
+
+def test_bad_arguments():
+    with pytest.raises(KeyError, match="unknown exercise 'kv'; known: kv_memory"):
+        check("kv", lambda: None)
+    with pytest.raises(TypeError, match="pass your function itself"):
+        check("kv_memory", F.relu(torch.ones(1)))
+    with pytest.raises(KeyError):
+        exercises.describe("nope")
+
+
+def test_describe_prints_the_task(capsys):
+    exercises.describe("density")
+    out = capsys.readouterr().out
+    assert out.startswith("Chapter 7: density(q) -> Tensor\n")
+    assert "Σ_s q_sᵀ q_s" in out
+
+
+# -- the references against independent implementations ------------------------------------------
+
+
+def test_sdpa_references_match_torch():
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 5, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got = EXERCISES["causal_sdpa"].reference(q, k, v)
+    torch.testing.assert_close(got, expected)
+    eye = torch.eye(8, dtype=torch.float64)
+    torch.testing.assert_close(EXERCISES["generalised_sdpa"].reference(q, k, v, eye), expected)
+
+
+def test_head_form_reproduces_the_scores():
+    gen = torch.Generator().manual_seed(2)
+    W_Q, W_K = torch.randn(4, 6, generator=gen), torch.randn(4, 6, generator=gen)
+    x = torch.randn(3, 6, generator=gen)
+    M = EXERCISES["head_form"].reference(W_Q, W_K)
+    torch.testing.assert_close(x @ M @ x.T, (x @ W_Q.T) @ (x @ W_K.T).T)
+
+
+def test_absorbed_keys_give_the_same_layer():
+    gen = torch.Generator().manual_seed(3)
+    K, Q = torch.randn(8, 5, generator=gen), torch.randn(5, 5, generator=gen)
+    x = torch.randn(4, 5, generator=gen)
+    torch.testing.assert_close((x @ Q) @ K.T, x @ EXERCISES["absorb_query"].reference(K, Q).T)
+
+
+def test_rope_reference_matches_the_model():
+    cfg = pldr.PLDRConfig(
+        vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
+    )
+    rope = pldr.RotaryEmbedding(cfg.d_k, 32, 10_000.0, interleaved=True)
+    x = torch.randn(7, cfg.d_k, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    expected = rope(x.view(1, 7, 1, cfg.d_k)).view(7, cfg.d_k)
+    torch.testing.assert_close(EXERCISES["rope"].reference(x, 10_000.0), expected)
+
+
+def test_notears_reference_matches_the_library():
+    M = torch.randn(3, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(EXERCISES["notears_h"].reference(M), diagnostics.notears_h(M))
+    dag = torch.triu(M[0], diagonal=1)
+    assert float(EXERCISES["notears_h"].reference(dag)) == pytest.approx(0.0, abs=1e-12)
+    assert float(EXERCISES["dag_loss"].reference(dag)) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_truncation_matches_the_layer_and_eckart_young():
+    layer = mlp.FullBilinearAttentionMLP(5, 3, 5, rank=5).double()
+    M = mlp.slot_matrices(layer)
+    cut = mlp.slot_matrices(mlp.truncate_rank(layer, 2))
+    torch.testing.assert_close(EXERCISES["truncate_rank"].reference(M, 2), cut)
+    S = torch.linalg.svdvals(M)
+    error = (M - cut).norm(dim=(-2, -1))
+    torch.testing.assert_close(error, S[:, 2:].norm(dim=-1))
+
+
+def test_perron_pair_is_an_eigenpair():
+    A = torch.rand(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(6)) + 0.1
+    lam, v = EXERCISES["perron_pair"].reference(A)
+    torch.testing.assert_close(A @ v, lam * v)
+    assert lam == pytest.approx(float(torch.linalg.eigvals(A).abs().max()), rel=1e-12)
+    assert float(v.sum()) == pytest.approx(1.0) and bool((v > 0).all())
+
+
+def test_matched_slots_values():
+    ref = EXERCISES["matched_slots"].reference
+    assert ref(64, 256, 1) == 170  # 2·256/3 rounded down
+    assert ref(64, 256, 2) == 102  # 2·256/5
+    assert ref(10, 7, 3) == 2
+
+
+def test_paired_t_and_spearman_values():
+    assert EXERCISES["paired_t"].reference([1.0, 2.0], [0.5, 1.8]) == pytest.approx(
+        0.35 / (math.sqrt(0.045) / math.sqrt(2))
+    )
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    assert EXERCISES["spearman"].reference(x, x.exp()) == pytest.approx(1.0)
+    y = torch.tensor([2.0, 1.0, 4.0, 3.0], dtype=torch.float64)
+    assert EXERCISES["spearman"].reference(x, y) == pytest.approx(0.6)  # 1 − 6·4/(4·15)
+
+
+def test_lr_factor_values():
+    ref = EXERCISES["lr_factor"].reference
+    assert ref(0, 1000, 100, 0.1) == pytest.approx(0.01)
+    assert ref(99, 1000, 100, 0.1) == pytest.approx(1.0)
+    assert ref(100, 1000, 100, 0.1) == pytest.approx(1.0)
+    assert ref(999, 1000, 100, 0.1) == pytest.approx(0.1)
+
+
+def test_commutant_projection_commutes_with_rope():
+    G = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    P = EXERCISES["commutant_projection"].reference(G)
+    rope = pldr.RotaryEmbedding(6, 8, 100.0, interleaved=True)
+    eye = torch.eye(6, dtype=torch.float64).view(6, 1, 1, 6)
+    R = rope(eye, start=3).view(6, 6)
+    torch.testing.assert_close(R @ P, P @ R)
+    assert float((R @ G - G @ R).abs().max()) > 0.1
