@@ -119,3 +119,28 @@ def test_with_expected_fills_only_checked_cells(tmp_path):
             if cell["cell_type"] != "code":
                 continue
             assert bool(cell["outputs"]) == (cell["id"] in checked)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
+    """Every exercise of kvattn.exercises appears in its chapter: an exercise block naming the
+    function, a folded hint, and a folded solution whose code cell runs the checker (so the book
+    build and nbval execute every solution)."""
+    from kvattn.exercises import chapter_exercises
+
+    chapter = int(path.name[:2])
+    cells = load(path)["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    names = chapter_exercises(chapter)
+    assert len(names) >= 3
+    for name in names:
+        label = "ex-" + name.replace("_", "-")
+        i = next(i for i, s in enumerate(sources) if f":label: {label}\n" in s)
+        statement = sources[i]
+        assert statement.startswith("```{exercise}") and f"`{name}(" in statement
+        assert ":::{admonition} Hint\n:class: dropdown" in statement
+        assert statement.endswith(f"```{{solution-start}} {label}\n:class: dropdown\n```")
+        assert cells[i + 1]["cell_type"] == "code"
+        assert f"def {name}(" in sources[i + 1]
+        assert sources[i + 1].rstrip().endswith(f'check("{name}", {name})')
+        assert sources[i + 2] == "```{solution-end}\n```"
