@@ -34,6 +34,22 @@ def test_dag_loss_is_zero_for_a_dag():
     assert torch.allclose(D.notears_h(M), torch.zeros(3, dtype=torch.float64), atol=1e-10)
 
 
+def test_dag_loss_floor_for_entries_bounded_away_from_zero():
+    """Theorem (chapter 8): |M_ij| ≥ ε everywhere ⇒ ℓ(M) ≥ log(1 + ε²); checked on random matrices
+    with |M_ij| ≥ ε and on matrices with every entry ±ε, whose loss has a closed form."""
+    gen = torch.Generator().manual_seed(12)
+    for eps in (1e-3, 0.1, 0.5, 1.0):
+        signs = torch.randint(0, 2, (50, 6, 6), generator=gen).double() * 2 - 1
+        M = signs * (eps + torch.rand(50, 6, 6, generator=gen, dtype=torch.float64))
+        assert bool((D.dag_loss(M) >= math.log1p(eps**2)).all())
+        edge = eps * signs  # every entry exactly ±ε: the loss is log(tr e^{ε²𝟙𝟙ᵀ}/d)
+        expected = math.log((6 - 1 + math.exp(6 * eps**2)) / 6)
+        torch.testing.assert_close(
+            D.dag_loss(edge), torch.full((50,), expected, dtype=torch.float64)
+        )
+        assert expected >= math.log1p(eps**2)
+
+
 def test_log_trace_matches_direct_computation_where_it_does_not_overflow():
     torch.manual_seed(1)
     M = torch.randn(4, 8, 8, dtype=torch.float64)
@@ -93,6 +109,23 @@ def test_rank_audit_of_identical_rows_and_heads():
     assert (audit.sigma_ratio < 1e-12).all()
     assert (audit.row_spread < 1e-20).all()
     assert audit.head_spread == pytest.approx(0.0, abs=1e-15)
+
+
+def test_identical_rows_have_the_rank_one_properties():
+    """Theorem (chapter 9): A = 𝟙αᵀ has σ1 = √d‖α‖ and σ2 = 0, A² = (Σα)A with eigenvector 𝟙,
+    and q A = (q·𝟙)αᵀ for every row vector q."""
+    gen = torch.Generator().manual_seed(11)
+    d = 7
+    alpha = torch.randn(d, dtype=torch.float64, generator=gen)
+    ones = torch.ones(d, 1, dtype=torch.float64)
+    A = ones * alpha
+    s = torch.linalg.svdvals(A)
+    assert float(s[0]) == pytest.approx(math.sqrt(d) * float(alpha.norm()), rel=1e-12)
+    assert float(s[1:].abs().max()) < 1e-12
+    torch.testing.assert_close(A @ A, alpha.sum() * A)
+    torch.testing.assert_close(A @ ones, alpha.sum() * ones)
+    q = torch.randn(3, d, dtype=torch.float64, generator=gen)
+    torch.testing.assert_close(q @ A, q.sum(1, keepdim=True) * alpha)
 
 
 def test_rank_audit_of_random_matrices():

@@ -144,3 +144,55 @@ def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
         assert f"def {name}(" in sources[i + 1]
         assert sources[i + 1].rstrip().endswith(f'check("{name}", {name})')
         assert sources[i + 2] == "```{solution-end}\n```"
+
+
+def _build_info():
+    spec = importlib.util.spec_from_file_location(
+        "build_info", ROOT / "book" / "_ext" / "build_info.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+THEOREMS = {
+    "thm-rank-one",
+    "thm-exchange",
+    "thm-scale",
+    "thm-gate-factorisation",
+    "thm-perron-frobenius",
+    "thm-sdpa-special-case",
+    "thm-dag-floor",
+    "thm-inference-collapse",
+    "thm-rank-one-A",
+    "thm-commutant",
+}
+
+
+def test_every_theorem_links_to_the_tests_that_check_it():
+    """Each prf:theorem is followed, before the next theorem or section, by {test} links, and each
+    link names an existing test function (the book build fails on a dead one too)."""
+    build_info = _build_info()
+    labels = set()
+    for path in CHAPTERS:
+        text = "\n".join("".join(c["source"]) for c in load(path)["cells"])
+        blocks = re.split(r"(?=```\{prf:theorem\})", text)[1:]
+        for block in blocks:
+            label = re.search(r":label: (\S+)", block).group(1)
+            labels.add(label)
+            scope = re.split(r"\n#{1,3} ", block)[0]
+            targets = re.findall(r"\{test\}`([^`]+)`", scope)
+            assert targets, f"{path.name}: theorem {label} has no test link"
+            for target in targets:
+                assert build_info.test_line(ROOT, target) > 0
+    assert THEOREMS <= labels, THEOREMS - labels
+
+
+def test_test_role_rejects_dead_links():
+    build_info = _build_info()
+    with pytest.raises(ValueError, match="has no top-level function test_nope"):
+        build_info.test_line(ROOT, "tests/test_mlp.py::test_nope")
+    with pytest.raises(ValueError, match="does not exist"):
+        build_info.test_line(ROOT, "tests/test_gone.py::test_x")
+    with pytest.raises(ValueError, match=r"expected 'tests/<file>\.py::test_<name>'"):
+        build_info.test_line(ROOT, "lib/kvattn/mlp.py")

@@ -341,6 +341,23 @@ def test_a_lm_floor_is_epsilon_after_iswiglu():
     torch.testing.assert_close(o.A_P[0], torch.full_like(P, EPSILON_A) ** P, rtol=1e-12, atol=0)
 
 
+def test_metric_learner_keeps_identical_rows():
+    """Theorem (chapter 9): the metric learner acts on each row of its input, so a density with
+    identical rows gives an A with identical rows (A = 𝟙αᵀ, rank 1)."""
+    attention = make().decoder.dec_layers[0].mha1
+    d_k = attention.cfg.d_k
+    H = attention.cfg.num_attention_heads
+    beta = torch.randn(1, H, 1, d_k, dtype=F64, generator=torch.Generator().manual_seed(13))
+    A0 = beta.expand(1, H, d_k, d_k)  # [B, H, d_k, d_k], every row of a head equal
+    with torch.no_grad():
+        A = attention.metric(A0.contiguous()).A
+    torch.testing.assert_close(A, A[..., :1, :].expand_as(A), rtol=1e-14, atol=1e-14)
+    assert float(torch.linalg.svdvals(A)[..., 1].max()) < 1e-12
+    other = torch.randn(1, H, d_k, d_k, dtype=F64, generator=torch.Generator().manual_seed(14))
+    with torch.no_grad():
+        assert float(attention.metric(other).A.std(dim=-2).min()) > 1e-3
+
+
 def test_sdpa_path_equals_explicit_path():
     """Without padding and without deductive outputs the attention runs through SDPA; with
     output_pldr_attentions=True through an explicit softmax. Both give the same logits."""
