@@ -159,3 +159,42 @@ def test_math_is_left_for_local_mathjax():
     """Display math reaches the page as TeX for the vendored MathJax to typeset."""
     html = page("notebooks/04_symmetry_breaking")
     assert "\\sigma" in html and 'class="math' in html
+
+
+def test_every_launch_and_source_link_maps_to_a_repository_file():
+    """Every Colab launch link and every link into the repository's files (source buttons, the
+    theorems' test links) on every page names branch main of the configured repository and a file
+    that exists in this checkout; a line anchor into a test file lands on that test's def."""
+    org_repo = CONFIG["repository"]["url"].rstrip("/").removeprefix("https://github.com/")
+    colab = re.compile(
+        r"https://colab\.research\.google\.com/github/([^/\"]+/[^/\"]+)/blob/([^/\"]+)/([^\"#?]+)"
+    )
+    blob = re.compile(
+        rf"https://github\.com/{re.escape(org_repo)}/blob/([^/\"]+)/([^\"#?]+)(#L\d+)?"
+    )
+    launches, sources = 0, 0
+    for path in HTML.rglob("*.html"):
+        html = path.read_text(encoding="utf-8")
+        for repo, branch, file in colab.findall(html):
+            launches += 1
+            assert (repo, branch) == (org_repo, "main"), (path, repo, branch)
+            assert (ROOT / file).is_file(), (path, file)
+        for branch, file, anchor in blob.findall(html):
+            sources += 1
+            assert branch == "main", (path, branch)
+            assert (ROOT / file).is_file(), (path, file)
+            if anchor:
+                line = (ROOT / file).read_text(encoding="utf-8").splitlines()[int(anchor[2:]) - 1]
+                assert line.startswith("def test_"), (path, file, anchor, line)
+    assert launches >= len(CHAPTERS)
+    assert sources >= 20  # the theorems link at least twenty tests
+
+
+def test_glossary_defines_the_course_terms_with_chapter_links():
+    html = (HTML / "book" / "glossary.html").read_text(encoding="utf-8")
+    terms = re.findall(r'<dt id="term-([^"]+)"', html)
+    assert len(terms) >= 35
+    for term in ("Inference-collapse", "Order-parameter", "Exchange-symmetry", "Density-operator"):
+        assert term in terms, term
+    for chapter in CHAPTERS:
+        assert f'href="../{chapter}.html"' in html, chapter

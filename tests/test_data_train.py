@@ -425,3 +425,16 @@ def test_paired_difference_matches_student_t():
     assert d.n == 4 and 0 < d.p < 0.05
     with pytest.raises(ValueError, match="same length >= 2"):
         paired_difference([1.0], [2.0])
+
+
+def test_default_autocast_is_bf16_only_on_cuda_devices_that_support_it(monkeypatch):
+    from kvattn.train import default_autocast
+
+    assert default_autocast("cpu") is None
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert default_autocast("cuda") is torch.bfloat16
+    assert default_autocast(torch.device("cpu")) is None
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation
+    )
+    assert default_autocast("cuda:0") is None  # emulated bf16 (a T4) trains in float32

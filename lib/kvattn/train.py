@@ -46,6 +46,16 @@ class History:
         return self.loss[-1]
 
 
+def default_autocast(device: torch.device | str) -> torch.dtype | None:
+    """The mixed-precision dtype training uses on ``device``: ``torch.bfloat16`` on a CUDA device
+    that supports it (Ampere and later, e.g. Colab's A100/L4), else ``None`` (float32; a T4 has no
+    bf16 tensor cores, and float16 would need loss scaling)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else None
+
+
 def lr_multiplier(step: int, steps: int, warmup: int, schedule: str, min_ratio: float) -> float:
     """Learning-rate factor at ``step`` (0-based): linear warm-up over the first ``warmup`` steps,
     then constant or a cosine decay that reaches ``min_ratio`` of the peak at the last step,
@@ -314,6 +324,7 @@ def train_lm_seeds(
             grad_clip=1.0,
             eval_fn=lambda m=model: lm_eval_loss(m, data.val),
             eval_every=eval_every,
+            autocast_dtype=default_autocast(device),
             progress=False,
         )
         runs.append(h.evals)
@@ -577,7 +588,7 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
 
             dist.barrier()
 
-    autocast = torch.bfloat16 if (cfg.bf16 and device.type == "cuda") else None
+    autocast = default_autocast(device) if cfg.bf16 else None
     history = train(
         net,
         loss_fn,
