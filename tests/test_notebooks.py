@@ -196,3 +196,29 @@ def test_test_role_rejects_dead_links():
         build_info.test_line(ROOT, "tests/test_gone.py::test_x")
     with pytest.raises(ValueError, match=r"expected 'tests/<file>\.py::test_<name>'"):
         build_info.test_line(ROOT, "lib/kvattn/mlp.py")
+
+
+def test_bibliography_labels_are_author_year():
+    from pybtex.database import parse_string
+
+    build_info = _build_info()
+    db = parse_string(
+        """
+        @misc{a, author = {Gokden, Burc}, year = {2026}}
+        @misc{b, author = {Gokden, Burc}, year = {2026}}
+        @misc{c, author = {Hendrycks, Dan and Gimpel, Kevin}, year = {2016}}
+        @misc{d, author = {Pearce, Michael T. and Dooms, Thomas and others}, year = {2024}}
+        @misc{e, author = {Su, J. and Lu, Y. and Pan, S.}, year = {2021}}
+        @misc{f, author = {{Breslow}, Nathan}}
+        """,
+        "bibtex",
+    )
+    labels = list(build_info.AuthorYearLabels().format_labels(list(db.entries.values())))
+    assert labels == [
+        "Gokden 2026a",
+        "Gokden 2026b",
+        "Hendrycks and Gimpel 2016",
+        "Pearce et al. 2024",
+        "Su et al. 2021",
+        "Breslow n.d.",
+    ]

@@ -6,6 +6,9 @@
   it numerically: it renders the test's name as a link to its line in the repository (the URL and
   branch of ``_config.yml``), and the build fails (a warning under ``-W``) when the file or the
   test function does not exist, so a renamed test cannot leave a dead link behind.
+* The pybtex style ``author_year_labels`` (selected by ``bibtex_default_style`` in
+  ``_config.yml``) labels the bibliography "Breslow 2026", "Pearce et al. 2025", matching the
+  author–year citations in the text (pybtex's default labels are alpha-style, "[Bre26]").
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from pybtex.plugin import register_plugin
+from pybtex.style.formatting.unsrt import Style as UnsrtStyle
+from pybtex.style.labels import BaseLabelStyle
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util.docutils import SphinxRole
@@ -68,6 +74,44 @@ class TestRole(SphinxRole):
             refuri=f"{url}/blob/{branch}/{path}#L{line}",
         )
         return [link], []
+
+
+class AuthorYearLabels(BaseLabelStyle):
+    """Labels "Last YEAR", "A and B YEAR" or "A et al. YEAR"; a, b, … tell equal labels apart."""
+
+    @staticmethod
+    def label(entry) -> str:
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        names = [" ".join(p.last_names) for p in people]
+        others = "others" in names  # BibTeX's "and others"
+        names = [n.replace("{", "").replace("}", "") for n in names if n != "others"]
+        if not names:
+            who = entry.key
+        elif len(names) == 1 and not others:
+            who = names[0]
+        elif len(names) == 2 and not others:
+            who = f"{names[0]} and {names[1]}"
+        else:
+            who = f"{names[0]} et al."
+        return f"{who} {entry.fields.get('year', 'n.d.')}"
+
+    def format_labels(self, sorted_entries):
+        labels = [self.label(entry) for entry in sorted_entries]
+        seen: dict[str, int] = {}
+        for label in labels:
+            if labels.count(label) == 1:
+                yield label
+            else:
+                seen[label] = seen.get(label, 0) + 1
+                yield label + chr(ord("a") + seen[label] - 1)
+
+
+class AuthorYearStyle(UnsrtStyle):
+    default_label_style = "author_year_labels"
+
+
+register_plugin("pybtex.style.labels", "author_year_labels", AuthorYearLabels)
+register_plugin("pybtex.style.formatting", "author_year_labels", AuthorYearStyle)
 
 
 def setup(app: Sphinx) -> dict:
