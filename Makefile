@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine with Python >= 3.10 and the package registries:
 #   make book   build the course (every notebook executed, full mode)
-#   make test   lint, library tests, nbval on every notebook, the book build (fast mode), HTML checks
+#   make test   lint, library tests, nbval on every notebook, the book build (fast mode), HTML checks,
+#               every page in headless Chromium
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,14 +13,16 @@ JB     := $(VENV)/bin/jupyter-book
 JB_FLAGS := --all -W -n --keep-going
 # The fast build that `make test` checks lives apart from the full one that `make book` writes.
 TEST_BUILD := _build/test
+# Full-page screenshots of every page that `make browser` opened: CI keeps this folder.
+SCREENSHOTS := _build/screenshots
 PYTEST_NB  := -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
               --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: help venv static book test lint format unit nbval book-fast html-check clean jb-flags
+.PHONY: help venv static book test lint format unit nbval book-fast html-check browser clean jb-flags
 
 help:
 	@echo "make book   - build the course into _build/html (creates .venv on first use)"
-	@echo "make test   - everything CI runs: lint, unit tests, nbval, fast book build, HTML checks"
+	@echo "make test   - everything CI runs: lint, unit tests, nbval, fast book build, HTML and browser checks"
 	@echo "make lint   - ruff check and ruff format --check"
 	@echo "make format - ruff format and fix"
 	@echo "make clean  - remove _build (keeps .venv)"
@@ -49,7 +52,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 unit: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m "not built" -n 2 tests
+	$(PY) -m pytest -p no:cacheprovider -m "not built and not browser" -n 2 tests
 
 # nbval runs copies of the notebooks whose checked cells carry the outputs recorded in
 # tests/expected_outputs.json (the committed notebooks have no outputs to compare against).
@@ -67,7 +70,19 @@ book-fast: static
 html-check: $(STAMP)
 	BUILT_HTML=$(TEST_BUILD)/_build/html $(PY) -m pytest -p no:cacheprovider -m built tests
 
-test: lint unit nbval book-fast html-check
+# Every page of the fast build in headless Chromium (tests/test_browser.py): Debian's chromium,
+# driven by Playwright, which never downloads a browser of its own (CI has no internet but the
+# package mirrors). CHROMIUM=/path/to/chromium uses another build of it.
+browser: $(STAMP)
+	@test -n "$$CHROMIUM" || command -v chromium >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium; } || \
+	  { echo "make browser: no chromium, and 'apt-get install -y chromium' failed;" \
+	         "install Debian's chromium package or set CHROMIUM=/path/to/chromium" >&2; exit 1; }
+	rm -rf $(SCREENSHOTS)
+	BUILT_HTML=$(TEST_BUILD)/_build/html SCREENSHOTS=$(SCREENSHOTS) \
+	  $(PY) -m pytest -p no:cacheprovider -m browser tests/test_browser.py
+
+test: lint unit nbval book-fast html-check browser
 	@echo "make test: all checks passed"
 
 clean:

@@ -7,3 +7,26 @@ window.addEventListener("load", function () {
     window.Plotly.Plots.resize(div);
   });
 });
+
+// The ipywidgets HTML manager typesets every widget label with the MathJax 2 API
+// (MathJax.Hub.Queue(["Typeset", MathJax.Hub, element])), but the book loads MathJax 3, which has
+// no Hub: every widget page threw "Cannot read properties of undefined (reading 'Queue')", and TeX
+// in a label would stay raw. Give MathJax 3 that one call. MathJax 3 takes any MathJax object that
+// exists before it loads as its configuration, so the shim waits for DOMContentLoaded: that comes
+// after the deferred MathJax script has run and before the widgets render (on load).
+document.addEventListener("DOMContentLoaded", function () {
+  var mathjax = window.MathJax;
+  if (!mathjax || !mathjax.startup || mathjax.Hub) return;
+  mathjax.Hub = {
+    Queue: function () {
+      Array.prototype.forEach.call(arguments, function (job) {
+        if (Array.isArray(job) && job[0] === "Typeset" && job[2]) {
+          // chained on startup.promise, as MathJax 3 asks, so typesetting calls never overlap
+          mathjax.startup.promise = mathjax.startup.promise.then(function () {
+            return mathjax.typesetPromise([job[2]]);
+          });
+        }
+      });
+    },
+  };
+});
