@@ -198,3 +198,11 @@ def test_glossary_defines_the_course_terms_with_chapter_links():
         assert term in terms, term
     for chapter in CHAPTERS:
         assert f'href="../{chapter}.html"' in html, chapter
+
+
+def test_bibliography_labels_match_the_author_year_citations():
+    html = (HTML / "book" / "bibliography.html").read_text(encoding="utf-8")
+    labels = re.findall(r'<span class="label"><span class="fn-bracket">\[</span>([^<]+)<', html)
+    assert "Breslow 2026" in labels and "Pearce et al. 2025" in labels, labels[:5]
+    assert {"Gokden 2026a", "Gokden 2026b"} <= set(labels)
+    assert all(re.fullmatch(r"\S.* (\d{4}[a-z]?|n\.d\.)", label) for label in labels), labels

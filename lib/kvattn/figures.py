@@ -442,7 +442,11 @@ def points_with_errors(
                 size=12,
                 color=list(colors) if colors else [color(n) or "#0072B2" for n in names],
             ),
-            error_y=None if errors is None else dict(type="data", array=_round(errors, 5)),
+            # one colour for every bar: plotly would take the markers' colour list, which error bars
+            # cannot use (the browser logs "Invalid color specifier" and draws them black)
+            error_y=None
+            if errors is None
+            else dict(type="data", array=_round(errors, 5), color="#555555", thickness=1.5),
         )
     )
     fig.update_layout(title=title, yaxis_title=yaxis, height=height, **LAYOUT)
