@@ -240,6 +240,17 @@ def paired_comparison(runs: dict[str, SeedRuns], first: str, second: str) -> wid
     return _live([a_box, b_box], draw)
 
 
+def _layer_head_boxes(cfg, layer: int, head: int) -> tuple[widgets.Dropdown, widgets.Dropdown]:
+    """Drop-downs over a decoder's layers and heads (``cfg`` a :class:`kvattn.PLDRConfig`)."""
+    layer_box = widgets.Dropdown(
+        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
+    )
+    head_box = widgets.Dropdown(
+        options=list(range(cfg.num_attention_heads)), value=head, description="head"
+    )
+    return layer_box, head_box
+
+
 def attention_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -> widgets.VBox:
     """Type a prompt and pick a layer and head: the head's attention weights on the prompt and
     the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor."""
@@ -252,12 +263,7 @@ def attention_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 
         continuous_update=False,
         layout=widgets.Layout(width="60%"),
     )
-    layer_box = widgets.Dropdown(
-        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
-    )
-    head_box = widgets.Dropdown(
-        options=list(range(cfg.num_attention_heads)), value=head, description="head"
-    )
+    layer_box, head_box = _layer_head_boxes(cfg, layer, head)
 
     def draw() -> None:
         ids = tokenizer.encode(text_box.value or " ")[: cfg.max_position_embeddings]
@@ -293,12 +299,7 @@ def deductive_explorer(
         continuous_update=False,
         layout=widgets.Layout(width="60%"),
     )
-    layer_box = widgets.Dropdown(
-        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
-    )
-    head_box = widgets.Dropdown(
-        options=list(range(cfg.num_attention_heads)), value=head, description="head"
-    )
+    layer_box, head_box = _layer_head_boxes(cfg, layer, head)
 
     def draw() -> None:
         device = next(model.parameters()).device
@@ -376,12 +377,7 @@ def twirl_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -
     cfg = model.config
     device = next(model.parameters()).device
     ids = torch.tensor([tokenizer.encode(text)[: cfg.max_position_embeddings]], device=device)
-    layer_box = widgets.Dropdown(
-        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
-    )
-    head_box = widgets.Dropdown(
-        options=list(range(cfg.num_attention_heads)), value=head, description="head"
-    )
+    layer_box, head_box = _layer_head_boxes(cfg, layer, head)
     length_box = widgets.IntSlider(
         value=min(16, ids.shape[1]),
         min=1,
