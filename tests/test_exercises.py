@@ -69,7 +69,10 @@ def test_wrong_shape_and_type_are_reported():
 
 
 def test_generic_hints_for_unlisted_mistakes():
-    with pytest.raises(ExerciseFailed, match=r"Hint: your result is 2 times the expected one"):
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"Hint: your result is 2 times the expected one: a missing or extra factor",
+    ):
         check("kv_memory", lambda x, K, V: 2 * F.relu(x @ K.T) @ V)
     with pytest.raises(ExerciseFailed, match="Hint: your result is the transpose"):
         check("truncate_rank", lambda M, r: EXERCISES["truncate_rank"].reference(M, r).mT)
@@ -200,3 +203,19 @@ def test_commutant_projection_commutes_with_rope():
     R = rope(eye, start=3).view(6, 6)
     torch.testing.assert_close(R @ P, P @ R)
     assert float((R @ G - G @ R).abs().max()) > 0.1
+
+
+def test_factor_hints_only_for_simple_factors():
+    """'2 times', '√2 times', '−1 times' help; '1.001 times' (a different formula) would mislead."""
+    with pytest.raises(ExerciseFailed, match=r"Hint: your number is 1/2 times the expected one"):
+        check(
+            "order_parameter",
+            lambda a, b: 0.5 * float((a - b).pow(2).mean().sqrt() / a.mean().abs()),
+        )
+    with pytest.raises(ExerciseFailed, match=r"Hint: your result is √2 times"):
+        check("kv_memory", lambda x, K, V: math.sqrt(2) * F.relu(x @ K.T) @ V)
+    with pytest.raises(ExerciseFailed) as info:
+        check("lr_factor", lambda s, n, w, r: 1.001 * EXERCISES["lr_factor"].reference(s, n, w, r))
+    assert "Hint" not in str(info.value)
+    with pytest.raises(ExerciseFailed, match=r"expected 0\.01, got 0\.01001"):
+        check("lr_factor", lambda s, n, w, r: 1.001 * EXERCISES["lr_factor"].reference(s, n, w, r))

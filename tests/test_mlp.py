@@ -382,6 +382,27 @@ def test_truncate_rank_is_exact_at_full_rank_and_eckart_young_below():
         truncate_rank(layer, 0)
 
 
+def test_rank_one_truncation_is_the_symmetric_rank1_form():
+    """Theorem (chapter 2, ii): with q_j = √s1 u1 and k_j = √s1 v1 from the SVD of M_j, the slot
+    σ(x q_j k_jᵀ xᵀ) is σ((x·q_j)(x·k_j)): the rank-1 cut of a full-rank layer is the symmetric
+    rank-1 layer with those weights."""
+    layer = FullBilinearAttentionMLP(D, M, D_OUT, rank=D, act="silu").to(F64)
+    U, S, Vh = torch.linalg.svd(slot_matrices(layer))
+    q = U[:, :, 0] * S[:, :1].sqrt()
+    k = Vh[:, 0, :] * S[:, :1].sqrt()
+    sym = SymmetricRank1Bilinear(D, M, D_OUT, act="silu").to(F64)
+    with torch.no_grad():
+        sym.W_q.copy_(q)
+        sym.W_k.copy_(k)
+        sym.W_v.copy_(layer.W_v)
+    x = torch.randn(6, D, dtype=F64)
+    with torch.no_grad():
+        expected = torch.nn.functional.silu((x @ q.T) * (x @ k.T)) @ layer.W_v
+        torch.testing.assert_close(sym(x), expected, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(truncate_rank(layer, 1)(x), expected, rtol=1e-12, atol=1e-12)
+        assert (layer(x) - expected).abs().max() > 1e-3  # the cut changes a full-rank layer
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", list(FACTORIES))

@@ -80,7 +80,7 @@ def order_parameter(x1: Tensor, x2: Tensor, normalisation: str = "mean") -> floa
     """How much a deductive tensor changes between two runs, pooled over all its values.
 
     ``"mean"`` (SOC paper): ``RMSE(x1 − x2) / |mean(x1)|``, the root-mean-square difference over the
-    mean magnitude of the reference run x1. ``"rms"`` (the math-foundations audit):
+    magnitude of the mean of the reference run x1. ``"rms"`` (the math-foundations audit):
     rms(x1 − x2) / ½(rms x1 + rms x2), bounded by 2. The two must not be mixed.
     """
     if x1.shape != x2.shape:
@@ -315,8 +315,8 @@ class DeductiveProfile:
 
     ``first[name]``: the tensor on the first prompt, ``[d_k, d_k]``; ``spread[name]``: its
     standard deviation across the prompts, entry by entry; ``order[name]``: the order parameter
-    (SOC normalisation: RMSE over the mean magnitude) between the first prompt and each other,
-    averaged; for every name in :data:`DEDUCTIVE`.
+    (SOC normalisation: RMSE over the magnitude of the mean) between the first prompt and each
+    other, averaged; for every name in :data:`DEDUCTIVE`.
     """
 
     layer: int

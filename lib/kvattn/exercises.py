@@ -160,7 +160,7 @@ def _difference(
             index = tuple(int(i) for i in (diff == diff.max()).nonzero()[0])
             return (
                 f"values differ: largest difference {float(diff.max()):.3g} at index {index} "
-                f"(expected {float(expected[index]):.6g}, got {float(got[index]):.6g})",
+                f"(expected {float(expected[index]):.10g}, got {float(got[index]):.10g})",
                 math.inf,
             )
         return None, float(diff.max()) if diff.numel() else 0.0
@@ -170,7 +170,7 @@ def _difference(
     if not math.isfinite(g):
         return f"expected a finite number, got {g}", math.inf
     if abs(g - e) > atol + rtol * abs(e):
-        return f"expected {e:.6g}, got {g:.6g}", math.inf
+        return f"expected {e:.10g}, got {g:.10g}", math.inf
     return None, abs(g - e)
 
 
@@ -178,13 +178,30 @@ def _clone(args: tuple) -> tuple:
     return tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
 
 
+def _simple_factor(c: float) -> str | None:
+    """``c`` written as ±p/q or ±√(p/q) with p, q ≤ 8 (the factors a forgotten ½, 2, √d_k or
+    sign produce), or None when it is no such number."""
+    sign = "−" if c < 0 else ""
+    for q in range(1, 9):
+        for p in range(1, 9):
+            if math.gcd(p, q) != 1:
+                continue
+            ratio = str(p) if q == 1 else f"{p}/{q}"
+            if math.isclose(abs(c), p / q, rel_tol=1e-6):
+                return sign + ratio
+            if math.isclose(abs(c), math.sqrt(p / q), rel_tol=1e-6):
+                return f"{sign}√{ratio}" if q == 1 else f"{sign}√({ratio})"
+    return None
+
+
 def _generic_hint(expected: object, got: object) -> str | None:
-    """A diagnosis for wrong results that match no listed mistake: a constant factor off, or a
-    transpose."""
+    """A diagnosis for wrong results that match no listed mistake: a simple constant factor off
+    (½, 2, √2, −1, …), or a transpose."""
     if not (isinstance(expected, Tensor) and isinstance(got, Tensor)):
         e, g = _as_number(expected), _as_number(got)
-        if e is not None and g is not None and e != 0 and g != 0:
-            return f"your number is {g / e:.4g} times the expected one: a missing or extra factor?"
+        factor = _simple_factor(g / e) if e and g else None
+        if factor is not None and factor != "1":
+            return f"your number is {factor} times the expected one: a missing or extra factor?"
         return None
     if got.shape != expected.shape or not expected.is_floating_point():
         return None
@@ -195,14 +212,9 @@ def _generic_hint(expected: object, got: object) -> str | None:
     denominator = float((expected * expected).sum())
     if denominator > 0:
         c = float((g * expected).sum()) / denominator
-        if (
-            c != 0
-            and not math.isclose(c, 1.0)
-            and torch.allclose(g, c * expected, rtol=1e-6, atol=1e-9)
-        ):
-            return (
-                f"your result is {c:.4g} times the expected one: a missing or extra scale factor?"
-            )
+        factor = _simple_factor(c) if c else None
+        if factor not in (None, "1") and torch.allclose(g, c * expected, rtol=1e-6, atol=1e-9):
+            return f"your result is {factor} times the expected one: a missing or extra factor?"
     return None
 
 
@@ -816,8 +828,9 @@ EXERCISES: dict[str, Exercise] = {
             "bilinear_attention_mlp",
             2,
             "bilinear_attention_mlp(x, Q, K, V, sigma) -> Tensor",
-            "Per-slot bilinear attention y = Σ_j σ(x Q_jᵀ K_j xᵀ) v_j with rank-r slots: Q, K "
-            "(m, r, d), V (m, d_out), x (..., d); slot j's score is Σ_s (x·q_js)(x·k_js).",
+            "Per-slot bilinear attention y = Σ_j σ(x Q_j K_jᵀ xᵀ) v_j with rank-r slots: Q, K "
+            "(m, r, d) (Q[j] holds the columns q_js of Q_j as rows), V (m, d_out), x (..., d); "
+            "slot j's score is Σ_s (x·q_js)(x·k_js).",
             _bilinear_attention,
             lambda g: _mlp_cases(g, rank=2),
             (
@@ -1290,7 +1303,7 @@ EXERCISES: dict[str, Exercise] = {
             8,
             "dag_loss(M) -> Tensor",
             "The reference's DAG regulariser |log(tr(exp(M ∘ M)) / d)| for every matrix in "
-            "M (..., d, d).",
+            "M (..., d, d). (For real M the trace is at least d, so the log is never negative.)",
             diagnostics.dag_loss,
             _dag_cases,
             (
