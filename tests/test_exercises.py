@@ -219,3 +219,13 @@ def test_factor_hints_only_for_simple_factors():
     assert "Hint" not in str(info.value)
     with pytest.raises(ExerciseFailed, match=r"expected 0\.01, got 0\.01001"):
         check("lr_factor", lambda s, n, w, r: 1.001 * EXERCISES["lr_factor"].reference(s, n, w, r))
+
+
+def test_float32_solutions_pass_at_float32_tolerance_and_half_precision_is_refused():
+    """Rounding in float32 (~1e-6 relative) is not a mistake; a wrong formula still fails."""
+    result = check("kv_memory", lambda x, K, V: F.relu(x.float() @ K.float().T) @ V.float())
+    assert 0 < result.largest_difference < 1e-4
+    with pytest.raises(ExerciseFailed, match=r"\[your result is float32"):
+        check("kv_memory", lambda x, K, V: (x.float() @ K.float().T) @ V.float())
+    with pytest.raises(ExerciseFailed, match=r"torch\.bfloat16, too coarse"):
+        check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).bfloat16())

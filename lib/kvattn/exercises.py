@@ -152,6 +152,15 @@ def _difference(
         got = got.detach()
         if got.is_complex():
             return f"expected real values, got {got.dtype}", math.inf
+        if got.dtype in (torch.float16, torch.bfloat16):
+            return (
+                f"your result is {got.dtype}, too coarse to compare; compute in the inputs' dtype "
+                "(float64)",
+                math.inf,
+            )
+        if got.dtype == torch.float32:  # rounding alone reaches ~1e-6; a wrong formula does not
+            rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
+        single = got.dtype == torch.float32
         got = got.to(torch.float64)
         if not torch.isfinite(got).all():
             return "your result contains NaN or infinite values", math.inf
@@ -160,7 +169,8 @@ def _difference(
             index = tuple(int(i) for i in (diff == diff.max()).nonzero()[0])
             return (
                 f"values differ: largest difference {float(diff.max()):.3g} at index {index} "
-                f"(expected {float(expected[index]):.10g}, got {float(got[index]):.10g})",
+                f"(expected {float(expected[index]):.10g}, got {float(got[index]):.10g})"
+                + (" [your result is float32: compared at float32 tolerance]" if single else ""),
                 math.inf,
             )
         return None, float(diff.max()) if diff.numel() else 0.0
