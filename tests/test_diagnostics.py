@@ -201,7 +201,18 @@ def test_relative_position_scores_for_commuting_g():
     def score(m, n):
         return (q @ rope_matrix(d_k, m, True).T) @ G @ (k @ rope_matrix(d_k, n, True).T)
 
-    assert float(score(5, 2)) == pytest.approx(float(score(13, 10)), abs=1e-12)
+    for delta in (-3, 0, 4):
+        scores = [float(score(n + delta, n)) for n in range(0, 40, 7) if n + delta >= 0]
+        assert max(scores) - min(scores) < 1e-12, (delta, scores)
+    assert abs(float(score(5, 2)) - float(score(5, 1))) > 1e-3  # but it does depend on m − n
+    generic = torch.randn(
+        d_k, d_k, dtype=torch.float64
+    )  # outside the commutant: absolute positions
+    moved = [
+        float((q @ rope_matrix(d_k, n + 3, True).T) @ generic @ (k @ rope_matrix(d_k, n, True).T))
+        for n in (0, 7, 14)
+    ]
+    assert max(moved) - min(moved) > 1e-3
 
 
 # --- attention heads as bilinear forms -------------------------------------------------------
