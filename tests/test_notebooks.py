@@ -5,6 +5,7 @@ These run before the notebooks are executed (nbval and the book build execute th
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -146,6 +147,7 @@ def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
         assert sources[i + 2] == "```{solution-end}\n```"
 
 
+@functools.cache
 def _build_info():
     spec = importlib.util.spec_from_file_location(
         "build_info", ROOT / "book" / "_ext" / "build_info.py"

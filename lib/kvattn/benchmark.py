@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from .pldr import GPT, PLDRLLM, PLDRConfig
+from .pldr import GPT, PLDRLLM, PUBLISHED_110M, PLDRConfig
 from .train import lm_cross_entropy
 
 CONFIGS = {
@@ -51,17 +51,7 @@ CONFIGS = {
         num_denseA=2,
         max_position_embeddings=512,
     ),
-    "110M": dict(
-        vocab_size=32000,
-        hidden_size=896,
-        num_attention_heads=14,
-        num_hidden_layers=5,
-        intermediate_size=2389,
-        A_dff=170,
-        num_reslayerA=8,
-        num_denseA=2,
-        max_position_embeddings=1024,
-    ),
+    "110M": PUBLISHED_110M,
 }
 
 

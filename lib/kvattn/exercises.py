@@ -653,10 +653,6 @@ def _dag_cases(gen):
     ]
 
 
-def _notears(M):
-    return torch.linalg.matrix_exp(M * M).diagonal(dim1=-2, dim2=-1).sum(-1) - M.shape[-1]
-
-
 def _order_cases(gen):
     x = _randn(gen, 3, 4, 4) + 2.0
     return [
@@ -676,12 +672,11 @@ def _audit_cases(gen):
 
 
 def _sigma_ratio(A):
-    s = torch.linalg.svdvals(A)
-    return s[..., 1] / s[..., 0]
+    return diagnostics.rank_audit(A, head_dim=None).sigma_ratio
 
 
 def _row_spread(A):
-    return A.var(dim=-2, unbiased=False).mean(-1) / A.pow(2).mean((-2, -1))
+    return diagnostics.rank_audit(A, head_dim=None).row_spread
 
 
 def _rope_cases(gen):
@@ -1288,7 +1283,7 @@ EXERCISES: dict[str, Exercise] = {
             "notears_h(M) -> Tensor",
             "The NOTEARS acyclicity function h(M) = tr(exp(M ∘ M)) − d for every matrix in "
             "M (..., d, d): zero exactly for the weighted adjacency matrix of a DAG.",
-            _notears,
+            diagnostics.notears_h,
             _dag_cases,
             (
                 Mistake(

@@ -186,20 +186,23 @@ def _positive(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+#: The sizes of the published PLDR-LLM-v51-110M models (the other fields are PLDRConfig's defaults).
+PUBLISHED_110M = dict(
+    vocab_size=32000,
+    hidden_size=896,
+    num_attention_heads=14,
+    num_hidden_layers=5,
+    intermediate_size=2389,
+    A_dff=170,
+    num_reslayerA=8,
+    num_denseA=2,
+    max_position_embeddings=1024,
+)
+
+
 def published_110m_config(**overrides) -> PLDRConfig:
     """The published PLDR-LLM-v51-110M configuration (5 layers, 14 heads, d = 896, V = 32,000)."""
-    base = dict(
-        vocab_size=32000,
-        hidden_size=896,
-        num_attention_heads=14,
-        num_hidden_layers=5,
-        intermediate_size=2389,
-        A_dff=170,
-        num_reslayerA=8,
-        num_denseA=2,
-        max_position_embeddings=1024,
-    )
-    return PLDRConfig(**{**base, **overrides})
+    return PLDRConfig(**{**PUBLISHED_110M, **overrides})
 
 
 # ---------------------------------------------------------------------------------------------
