@@ -15,6 +15,15 @@ JB_FLAGS := --all -W -n --keep-going
 TEST_BUILD := _build/test
 # Full-page screenshots of every page that `make browser` opened: CI keeps this folder.
 SCREENSHOTS := _build/screenshots
+# Every notebook kernel that make starts (book builds, nbval) runs with a bounded number of
+# OpenMP threads that sleep when idle rather than spin: on a shared 2-core machine, spinning or
+# oversubscribed threads slow the small tensor operations of the chapters down by an order of
+# magnitude. Book builds run one kernel at a time and get half the cores (1 to 4); nbval runs two
+# kernels at once with one thread each.
+KERNEL_THREADS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); t=$$((n / 2)); \
+                    [ $$t -lt 1 ] && t=1; [ $$t -gt 4 ] && t=4; echo $$t)
+BOOK_ENV   := OMP_NUM_THREADS=$(KERNEL_THREADS) OMP_WAIT_POLICY=PASSIVE
+NBVAL_ENV  := OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 PYTEST_NB  := -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
               --nbval-sanitize-with tests/nbval_sanitize.cfg
 
@@ -40,7 +49,7 @@ static: $(STAMP)
 	$(PY) tools/fetch_static.py
 
 book: static
-	$(JB) build $(JB_FLAGS) .
+	$(BOOK_ENV) $(JB) build $(JB_FLAGS) .
 	@echo "The course is at file://$(CURDIR)/_build/html/index.html"
 
 lint: $(STAMP)
@@ -59,13 +68,11 @@ unit: $(STAMP)
 nbval: $(STAMP)
 	rm -rf _build/nbval
 	$(PY) tools/notebooks.py --with-expected _build/nbval
-	# two workers with one thread each: oversubscribed OpenMP threads spin and slow small
-	# tensor operations down by an order of magnitude on a 2-core machine
-	OMP_NUM_THREADS=1 KVATTN_FAST=1 $(PY) -m pytest $(PYTEST_NB) -n 2 --dist loadfile _build/nbval
+	$(NBVAL_ENV) KVATTN_FAST=1 $(PY) -m pytest $(PYTEST_NB) -n 2 --dist loadfile _build/nbval
 
 book-fast: static
 	rm -rf $(TEST_BUILD)
-	KVATTN_FAST=1 $(JB) build $(JB_FLAGS) --path-output $(TEST_BUILD) .
+	$(BOOK_ENV) KVATTN_FAST=1 $(JB) build $(JB_FLAGS) --path-output $(TEST_BUILD) .
 
 html-check: $(STAMP)
 	BUILT_HTML=$(TEST_BUILD)/_build/html $(PY) -m pytest -p no:cacheprovider -m built tests

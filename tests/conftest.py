@@ -25,6 +25,21 @@ settings.load_profile("kvattn")
 # (tiny LayerNorms then take milliseconds instead of microseconds). One thread per worker.
 torch.set_num_threads(1)
 
+#: Page load times (ms) that tests/test_browser.py measured, for the run's summary.
+LOAD_TIMES_KEY = pytest.StashKey[dict]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The browser test's slowest page: a measurement reported with the run, never a margin."""
+    times = config.stash.get(LOAD_TIMES_KEY, None)
+    if times:
+        slowest = max(times, key=times.get)
+        median = sorted(times.values())[len(times) // 2]
+        terminalreporter.write_line(
+            f"page load times: slowest {slowest} {times[slowest]:.0f} ms, "
+            f"median {median:.0f} ms over {len(times)} pages (all in load_times.json)"
+        )
+
 
 @pytest.fixture(autouse=True)
 def _seed_everything():

@@ -3,11 +3,16 @@
 Headless Chromium (Debian's ``chromium``, or the executable named by CHROMIUM) driven by
 Playwright's Python API opens every page of the table of contents from a local HTTP server, with
 every request that leaves 127.0.0.1 refused, as on a reader's machine with no internet. Each page
-must load in under 5 s without a JavaScript error or a failed request; every plotly figure of the
-executed notebook draws all its traces; MathJax typesets every formula and leaves no raw TeX in the
-visible text; every widget view renders; and a real mouse click on each figure's slider changes
-the plotted data. A full-page screenshot of each page goes to SCREENSHOTS (default
+must load without a JavaScript error or a failed request; every plotly figure of the executed
+notebook draws all its traces; MathJax typesets every formula and leaves no raw TeX in the visible
+text; every widget view renders; and a real mouse click on each figure's slider changes the
+plotted data. A full-page screenshot of each page goes to SCREENSHOTS (default
 ``_build/screenshots``), which CI keeps.
+
+How fast a page loads is a measurement, not a pass/fail margin: CI machines are shared, and a
+page that loads in 3 s on a quiet machine can take 6 s beside another job. Every wait below is a
+hang limit (a page that never finishes is a failure), and each page's load time goes to
+``load_times.json`` in SCREENSHOTS; the slowest page is printed at the end of the run.
 
 The HTML comes from BUILT_HTML (default: the fast build of `make test`), the executed notebooks
 that say what each page must show from ``../jupyter_execute`` beside it (see test_built_html.py).
@@ -27,6 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import LOAD_TIMES_KEY
 from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -39,8 +45,10 @@ CHROMIUM = (
 )
 PLOTLY_JSON = "application/vnd.plotly.v1+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-LOAD_LIMIT_MS = 5_000
-WAIT_MS = 15_000  # for figures, widgets and MathJax after the load event
+# Hang limits, not performance margins: generous enough for a busy 2-core machine. A wait ends as
+# soon as its condition holds, so a large limit costs nothing when the page works.
+HANG_MS = 60_000  # the load event, and figures, widgets and MathJax after it
+SLIDER_HANG_MS = 30_000  # a slider's traces to change after a click
 VIEWPORT = {"width": 1280, "height": 900}
 
 pytestmark = pytest.mark.browser
@@ -208,7 +216,7 @@ def move_slider(page: Page, figure: str, slider: int, steps: int) -> str | None:
                 && now.drawn !== before.drawn && now.data !== before.data;
             }}""",
             arg=[figure, slider, target, before],
-            timeout=5_000,
+            timeout=SLIDER_HANG_MS,
         )
     except PlaywrightTimeout:
         after = page.evaluate(TRACES_JS, figure)
@@ -224,15 +232,30 @@ def move_slider(page: Page, figure: str, slider: int, steps: int) -> str | None:
     return None
 
 
+@pytest.fixture(scope="module")
+def load_times(request: pytest.FixtureRequest) -> Iterator[dict[str, float]]:
+    """Each page's load time in ms, written to SCREENSHOTS/load_times.json after the last page
+    and handed to the terminal summary (tests/conftest.py) for the slowest page."""
+    times: dict[str, float] = {}
+    yield times
+    if times:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        report = {"unit": "ms", "slowest": max(times, key=times.get), "pages": times}
+        (SCREENSHOTS / "load_times.json").write_text(json.dumps(report, indent=1))
+        request.config.stash[LOAD_TIMES_KEY] = times
+
+
 @pytest.mark.parametrize("name", PAGES)
-def test_page_in_a_browser(name: str, site: str, browser: Browser) -> None:
+def test_page_in_a_browser(
+    name: str, site: str, browser: Browser, load_times: dict[str, float]
+) -> None:
     outputs = executed_outputs(name)
     n_figures = sum(PLOTLY_JSON in o.get("data", {}) for o in outputs)
     n_views = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
     problems: list[str] = []
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
-    page.set_default_timeout(WAIT_MS)
+    page.set_default_timeout(HANG_MS)
     errors: list[str] = []
     blocked: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
@@ -260,10 +283,9 @@ def test_page_in_a_browser(name: str, site: str, browser: Browser) -> None:
     # everything that is not the local server (data: and blob: URLs never reach the network)
     page.route(re.compile(r"^(?!" + re.escape(site) + r"|data:|blob:)"), refuse)
     try:
+        # a page whose load event never comes fails here (PlaywrightTimeout after HANG_MS)
         page.goto(site + f"{name}.html", wait_until="load")
-        load_ms = page.evaluate(LOAD_MS_JS)
-        if load_ms >= LOAD_LIMIT_MS:
-            problems.append(f"load event after {load_ms:.0f} ms (limit {LOAD_LIMIT_MS} ms)")
+        load_times[name] = round(page.evaluate(LOAD_MS_JS), 1)
 
         try:
             page.wait_for_function(FIGURES_DRAWN_JS, arg=n_figures)
@@ -294,7 +316,7 @@ def test_page_in_a_browser(name: str, site: str, browser: Browser) -> None:
                 problems.append(f"widget view {i} not rendered: {view}")
 
         # after the widgets, whose labels the course.js shim hands to MathJax as well
-        mathjax = page.evaluate(MATHJAX_JS, WAIT_MS)
+        mathjax = page.evaluate(MATHJAX_JS, HANG_MS)
         has_math = page.locator(".math").count() > 0
         if mathjax is None and has_math:
             problems.append("the page has math but no MathJax")

@@ -25,6 +25,36 @@ def build_flags() -> list[str]:
     return out.stdout.split()
 
 
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_every_notebook_kernel_runs_with_bounded_idle_sleeping_threads(threads):
+    """Each command of make that starts notebook kernels (full and fast book builds, nbval)
+    bounds the OpenMP threads and makes idle ones sleep (OMP_WAIT_POLICY=PASSIVE): spinning or
+    oversubscribed threads made a build time out on a busy machine. `make -n` prints the
+    commands without running them."""
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "-C",
+            str(ROOT),
+            f"KERNEL_THREADS={threads}",
+            "book",
+            "book-fast",
+            "nbval",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    kernels = [line for line in out if "jupyter-book build" in line or "--nbval" in line]
+    assert len(kernels) == 3, out
+    for line in kernels:
+        assert "OMP_WAIT_POLICY=PASSIVE" in line.split(), line
+        expected = "OMP_NUM_THREADS=1" if "--nbval" in line else f"OMP_NUM_THREADS={threads}"
+        assert expected in line.split(), line
+
+
 def test_build_flags_make_warnings_errors():
     flags = build_flags()
     assert {"--all", "-W", "--keep-going"} <= set(flags)
@@ -40,7 +70,7 @@ def test_a_failing_notebook_fails_the_build(tmp_path):
         [str(JUPYTER_BOOK), "build", *build_flags(), str(book)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # a hang limit, not a speed check
     )
     log = result.stdout + result.stderr
     assert result.returncode != 0, log[-2000:]
