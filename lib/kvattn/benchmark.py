@@ -1,20 +1,36 @@
 """Benchmark PLDR-LLM against a same-size GPT: training step time, generation speed per decoding
-mode, peak memory. Everything is measured side by side in one run and reported as ratios of
-medians (machines are noisy; absolute times are printed for context only).
+mode, peak memory. Everything is measured side by side and reported as ratios with their spread.
 
     python -m kvattn.benchmark                  # the course's tiny and a mid-size config
     python -m kvattn.benchmark --configs 110M   # the published size (on a GPU)
     python -m kvattn.benchmark --json out.json  # also write the numbers as JSON
 
-The book's *Benchmarks* appendix runs :func:`bench` on the machine that builds it.
+How it measures. The variants being compared run *interleaved*: every round times each variant
+once, in an order that rotates from round to round, and each ratio is taken within a round. A
+busy machine slows all variants of one round alike, so the per-round ratios cancel most of the
+load that absolute times would carry. Rounds go on until every ratio's interquartile range is
+within ``target_spread`` of its median or the time budget ends; the report gives the median ratio,
+its quartiles and the number of rounds.
 
 Ratios reported, per configuration:
 
-* train step time PLDR-LLM / GPT, and the metric learner's share of the PLDR step
+* training step time PLDR-LLM / GPT, and the metric learner's share of the PLDR step
   (1 − constant-G step / PLDR step);
-* generation tokens/s of 256 new tokens: KV + G cache (mode "kv+g") / no cache, exact KV cache
-  (mode "kv") / no cache, and PLDR-LLM with KV + G cache / GPT with KV cache;
-* peak memory of each (CUDA only; CPU peak memory is not tracked per measurement).
+* generation speed-ups of ``new_tokens`` new tokens over no cache (mode ``"none"``): the KV + G
+  cache (``"kv+g"``) and the exact KV cache (``"kv"``), and the speed of PLDR-LLM with the KV + G
+  cache over GPT with its KV cache;
+* peak memory of each model (CUDA only): the model's own parameters and buffers plus what the
+  measured call allocates on top of what was resident before it.
+
+A ratio that cannot be right, or that did not settle, is *flagged* rather than printed as a
+result: a share outside [0, 1] (impossible); a PLDR-LLM training step, or its generation with
+the KV + G cache, faster than GPT's (implausible: it does all of GPT's work and more); a cache
+slower than no cache (possible for a tiny model and a few tokens, where the per-token
+bookkeeping outweighs the recomputation it saves, but suspicious); a ratio whose interquartile
+range is wider than :data:`UNSTABLE_SPREAD` of its median.
+
+The book's *Benchmarks* appendix runs :func:`bench_train` and :func:`bench_generate` cell by cell,
+each within its time budget; chapter 9 runs :func:`bench_generate` on its trained model.
 """
 
 from __future__ import annotations
@@ -25,12 +41,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from .pldr import GPT, PLDRLLM, PUBLISHED_110M, PLDRConfig
-from .train import lm_cross_entropy
+from .train import default_autocast, lm_cross_entropy
 
 CONFIGS = {
     "tiny": dict(
@@ -54,73 +71,214 @@ CONFIGS = {
     "110M": PUBLISHED_110M,
 }
 
+_clock = time.perf_counter  # the tests replace it with a fake clock
+
+#: A ratio whose interquartile range exceeds this fraction of its median is flagged unstable.
+UNSTABLE_SPREAD = 0.2
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of two variants' times, from paired rounds.
+
+    ``median``, ``q1`` and ``q3`` are the median and quartiles of the per-round ratios;
+    ``rounds`` how many rounds were timed; ``flag`` says why the ratio should not be trusted
+    (``None`` when nothing is wrong with it).
+    """
+
+    median: float
+    q1: float
+    q3: float
+    rounds: int
+    flag: str | None = None
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median (0.1 = the middle half within 10 %)."""
+        return (self.q3 - self.q1) / abs(self.median) if self.median else float("inf")
+
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def timed(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
-    """Median wall time of ``fn()`` in seconds over ``repeats`` runs, after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def _check_budget(budget_s: float, min_rounds: int, max_rounds: int, target_spread: float) -> None:
+    if not (isinstance(budget_s, int | float) and budget_s > 0):
+        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    if not (isinstance(min_rounds, int) and isinstance(max_rounds, int) and 1 <= min_rounds):
+        raise ValueError(
+            f"need integers 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}"
+        )
+    if max_rounds < min_rounds:
+        raise ValueError(f"need min_rounds <= max_rounds, got {min_rounds} > {max_rounds}")
+    if not target_spread > 0:
+        raise ValueError(f"target_spread must be > 0, got {target_spread!r}")
+
+
+def interleaved(
+    variants: dict[str, Callable[[], object]],
+    ratios: dict[str, tuple[str, str]],
+    device: torch.device,
+    *,
+    budget_s: float,
+    min_rounds: int = 5,
+    max_rounds: int = 200,
+    target_spread: float = 0.05,
+) -> tuple[dict[str, list[float]], dict[str, Ratio]]:
+    """Time ``variants`` interleaved, round after round, and summarise ``ratios`` of their times.
+
+    Parameters
+    ----------
+    variants:
+        Name → a function to time (called with no arguments; each is run once untimed first).
+    ratios:
+        Label → ``(a, b)``: the ratio time(a) / time(b), taken within each round.
+    device:
+        Where the variants run (CUDA is synchronised around every call).
+    budget_s:
+        Seconds after which no new round starts (the warm-up counts; a round that started goes to
+        its end, so the overrun is at most one round).
+    min_rounds, max_rounds:
+        Rounds timed at least (unless the budget ends first) and at most.
+    target_spread:
+        Stop early once every ratio's interquartile range is within this fraction of its median.
+
+    Returns
+    -------
+    (times, summary): each variant's times in seconds, one per round; each ratio as a
+    :class:`Ratio` (not yet flagged: the caller knows what values are impossible).
+
+    Raises
+    ------
+    ValueError
+        On an empty ``variants``, a ratio naming an unknown variant, or a bad budget.
+    """
+    _check_budget(budget_s, min_rounds, max_rounds, target_spread)
+    if not variants:
+        raise ValueError("variants is empty: nothing to time")
+    for label, pair in ratios.items():
+        unknown = [v for v in pair if v not in variants]
+        if len(pair) != 2 or unknown:
+            raise ValueError(f"ratio {label!r} must name two of {list(variants)}, got {pair!r}")
+    start = _clock()
+    for fn in variants.values():
         fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    names = list(variants)
+    times: dict[str, list[float]] = {name: [] for name in names}
+
+    def per_round(a: str, b: str) -> list[float]:
+        return [ta / tb for ta, tb in zip(times[a], times[b], strict=True)]
+
+    for r in range(max_rounds):
+        if r >= 1 and _clock() - start >= budget_s:
+            break
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            _sync(device)
+            t0 = _clock()
+            variants[name]()
+            _sync(device)
+            times[name].append(_clock() - t0)
+        if r + 1 >= min_rounds:
+            spreads = [_spread(per_round(a, b)) for a, b in ratios.values()]
+            if all(s <= target_spread for s in spreads):
+                break
+    summary = {}
+    for label, (a, b) in ratios.items():
+        q1, median, q3 = _quartiles(per_round(a, b))
+        summary[label] = Ratio(median, q1, q3, len(times[a]))
+    return times, summary
 
 
-def peak_memory(fn: Callable[[], object], device: torch.device) -> float | None:
-    """Peak CUDA memory of ``fn()`` in MiB (None off CUDA)."""
+def _spread(values: list[float]) -> float:
+    q1, median, q3 = _quartiles(values)
+    return (q3 - q1) / abs(median) if median else float("inf")
+
+
+def flagged(ratio: Ratio, problem: str | None) -> Ratio:
+    """``ratio`` with ``problem`` as its flag, or an *unstable* flag when its spread exceeds
+    :data:`UNSTABLE_SPREAD`; an impossible value takes precedence."""
+    if problem is None and ratio.spread > UNSTABLE_SPREAD:
+        problem = (
+            f"unstable: the middle half of {ratio.rounds} rounds spans {ratio.spread:.0%} of the "
+            "median (a busy machine?)"
+        )
+    return Ratio(ratio.median, ratio.q1, ratio.q3, ratio.rounds, problem)
+
+
+def _peak_memory(model: torch.nn.Module, fn: Callable[[], object], device: torch.device):
+    """Peak CUDA memory of ``fn()`` in MiB attributable to ``model``: its parameters and buffers
+    plus the peak allocated on top of what was resident before the call (None off CUDA)."""
     if device.type != "cuda":
         return None
+    _sync(device)
+    resident = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
     fn()
     _sync(device)
-    return torch.cuda.max_memory_allocated(device) / 2**20
+    extra = torch.cuda.max_memory_allocated(device) - resident
+    own = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    return (own + extra) / 2**20
 
 
-def bench(
-    name: str,
-    cfg: PLDRConfig,
-    device: torch.device,
-    batch: int,
-    seq: int,
-    new_tokens: int,
-    repeats: int,
-    amp: bool,
-) -> dict:
-    """Measure one configuration; returns the medians and ratios as a dict (see :func:`report`).
-
-    ``batch`` × ``seq`` tokens per training step; generation continues a ``seq/2``-token prompt
-    by ``new_tokens`` tokens; ``amp`` runs bf16 autocast (CUDA).
-    """
+def _models(cfg: PLDRConfig, device: torch.device) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
-    models = {
+    return {
         "pldr": PLDRLLM(cfg).to(device),
         "constant_g": PLDRLLM(
             PLDRConfig.from_dict({**cfg.to_dict(), "custom_G_type": "identity"})
         ).to(device),
         "gpt": GPT(cfg).to(device),
     }
-    ids = torch.randint(4, cfg.vocab_size, (batch, seq + 1), device=device)
-    autocast = dict(device_type=device.type, dtype=torch.bfloat16, enabled=amp)
-    out: dict = {
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None) -> dict:
+    return dict(device_type=device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+def _header(name: str, cfg: PLDRConfig, device: torch.device, models: dict, dtype) -> dict:
+    return {
         "config": name,
         "device": str(device),
-        "batch": batch,
-        "seq": seq,
+        "autocast": str(dtype).removeprefix("torch.") if dtype else "none (float32)",
         "parameters": {k: m.num_parameters() for k, m in models.items()},
     }
+
+
+def bench_train(
+    name: str,
+    cfg: PLDRConfig,
+    device: torch.device,
+    *,
+    batch: int = 8,
+    seq: int = 128,
+    budget_s: float = 60.0,
+    autocast: torch.dtype | None = None,
+) -> dict:
+    """Training step (forward, backward, AdamW) of PLDR-LLM, its constant-G model and GPT.
+
+    ``batch`` × ``seq`` random token ids per step; ``autocast`` a dtype for ``torch.autocast`` or
+    ``None`` for float32 (use :func:`kvattn.train.default_autocast`, as training does).
+    Returns a dict: ``train_pldr_over_gpt`` and ``metric_learner_share`` as :class:`Ratio`
+    (as dicts), the median step times in ``train_step_s``, and ``train_peak_mib``.
+    """
+    models = _models(cfg, device)
+    out = _header(name, cfg, device, models, autocast)
+    out.update(batch=batch, seq=seq)
+    ids = torch.randint(4, cfg.vocab_size, (batch, seq + 1), device=device)
 
     def train_step(model):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
         def step():
-            with torch.autocast(**autocast):
+            with torch.autocast(**_autocast(device, autocast)):
                 loss = lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -128,59 +286,160 @@ def bench(
 
         return step
 
-    step_time = {k: timed(train_step(m), device, repeats) for k, m in models.items()}
-    out["train_step_s"] = step_time
-    out["train_pldr_over_gpt"] = step_time["pldr"] / step_time["gpt"]
-    out["metric_learner_share"] = 1 - step_time["constant_g"] / step_time["pldr"]
-    out["train_peak_mib"] = {k: peak_memory(train_step(m), device) for k, m in models.items()}
-
-    prompt = ids[:1, : seq // 2]
-    gen_time = {}
-    for label, model, cache in [
-        ("pldr none", models["pldr"], "none"),
-        ("pldr kv", models["pldr"], "kv"),
-        ("pldr kv+g", models["pldr"], "kv+g"),
-        ("gpt kv", models["gpt"], "kv"),
-    ]:
-
-        def run(model=model, cache=cache):
-            with torch.autocast(**autocast):
-                model.generate(prompt, new_tokens, cache=cache)
-
-        gen_time[label] = timed(run, device, max(1, repeats // 2))
-        out.setdefault("generate_peak_mib", {})[label] = peak_memory(run, device)
-    tps = {k: new_tokens / t for k, t in gen_time.items()}
-    out["generate_tokens_per_s"] = tps
-    out["kvg_over_none"] = tps["pldr kv+g"] / tps["pldr none"]
-    out["kv_over_none"] = tps["pldr kv"] / tps["pldr none"]
-    out["pldr_kvg_over_gpt_kv"] = tps["pldr kv+g"] / tps["gpt kv"]
+    steps = {k: train_step(m) for k, m in models.items()}
+    times, ratios = interleaved(
+        steps,
+        {"pldr/gpt": ("pldr", "gpt"), "constant_g/pldr": ("constant_g", "pldr")},
+        device,
+        budget_s=budget_s,
+    )
+    over_gpt = ratios["pldr/gpt"]
+    out["train_pldr_over_gpt"] = flagged(
+        over_gpt,
+        "implausible: PLDR-LLM's step does all of GPT's work and more, yet took less time"
+        if over_gpt.median < 1
+        else None,
+    )
+    c = ratios["constant_g/pldr"]  # share = 1 − c: the quartiles swap
+    share = Ratio(1 - c.median, 1 - c.q3, 1 - c.q1, c.rounds)
+    out["metric_learner_share"] = flagged(
+        share,
+        f"impossible: a share must lie in [0, 1], measured {share.median:.1%}"
+        if not 0 <= share.median <= 1
+        else None,
+    )
+    out["train_step_s"] = {k: statistics.median(v) for k, v in times.items()}
+    out["train_peak_mib"] = {k: _peak_memory(models[k], steps[k], device) for k in models}
     return out
 
 
-def report(r: dict) -> str:
-    """A plain-text summary of one :func:`bench` result."""
-    lines = [
-        f"== {r['config']} on {r['device']} (batch {r['batch']}, sequence {r['seq']}; "
-        f"parameters PLDR {r['parameters']['pldr']:,}, GPT {r['parameters']['gpt']:,})",
-        f"train step  PLDR / GPT                 {r['train_pldr_over_gpt']:6.2f}x   "
-        f"(medians {r['train_step_s']['pldr'] * 1e3:.1f} ms vs "
-        f"{r['train_step_s']['gpt'] * 1e3:.1f} ms)",
-        f"            metric learner's share     {r['metric_learner_share']:6.1%}",
-        f"generate    kv+g / no cache            {r['kvg_over_none']:6.2f}x   (goal >= 3x)",
-        f"            kv / no cache              {r['kv_over_none']:6.2f}x",
-        f"            PLDR kv+g / GPT kv         {r['pldr_kvg_over_gpt_kv']:6.2f}x"
-        "   (goal >= 0.9x)",
-        "            tokens/s: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in r["generate_tokens_per_s"].items()),
-    ]
-    if r["train_peak_mib"]["pldr"] is not None:
-        lines.append(
-            "peak memory (MiB): train "
-            + ", ".join(f"{k} {v:.0f}" for k, v in r["train_peak_mib"].items())
-            + "; generate "
-            + ", ".join(f"{k} {v:.0f}" for k, v in r["generate_peak_mib"].items())
+def bench_generate(
+    name: str,
+    cfg: PLDRConfig,
+    device: torch.device,
+    *,
+    prompt_len: int = 64,
+    new_tokens: int = 256,
+    budget_s: float = 60.0,
+    autocast: torch.dtype | None = None,
+    model: PLDRLLM | None = None,
+) -> dict:
+    """Greedy generation of ``new_tokens`` tokens after a ``prompt_len``-token random prompt, by
+    PLDR-LLM in modes ``"none"``, ``"kv"``, ``"kv+g"`` and by GPT with its KV cache.
+
+    ``model`` measures a given (e.g. trained) PLDR-LLM instead of a fresh one of ``cfg``; the GPT
+    is always a fresh one of the same configuration. Returns a dict with the speed-ups
+    ``kvg_over_none``, ``kv_over_none`` and ``pldr_kvg_over_gpt_kv`` as :class:`Ratio` (as
+    speed ratios: above 1 means faster), ``generate_tokens_per_s`` (medians) and
+    ``generate_peak_mib``.
+
+    Raises ``ValueError`` when the prompt and the new tokens do not fit in
+    ``max_position_embeddings``.
+    """
+    if prompt_len < 1 or new_tokens < 1:
+        raise ValueError(
+            f"need prompt_len >= 1 and new_tokens >= 1, got {prompt_len}, {new_tokens}"
         )
+    if prompt_len + new_tokens > cfg.max_position_embeddings:
+        raise ValueError(
+            f"prompt_len + new_tokens = {prompt_len + new_tokens} exceeds "
+            f"max_position_embeddings = {cfg.max_position_embeddings}"
+        )
+    models = _models(cfg, device)
+    if model is not None:
+        models["pldr"] = model
+    out = _header(name, cfg, device, {k: models[k] for k in ("pldr", "gpt")}, autocast)
+    out.update(prompt_len=prompt_len, new_tokens=new_tokens)
+    prompt = torch.randint(4, cfg.vocab_size, (1, prompt_len), device=device)
+
+    def generate(m, cache):
+        def run():
+            with torch.autocast(**_autocast(device, autocast)):
+                m.generate(prompt, new_tokens, cache=cache)
+
+        return run
+
+    runs = {
+        "pldr none": (models["pldr"], generate(models["pldr"], "none")),
+        "pldr kv": (models["pldr"], generate(models["pldr"], "kv")),
+        "pldr kv+g": (models["pldr"], generate(models["pldr"], "kv+g")),
+        "gpt kv": (models["gpt"], generate(models["gpt"], "kv")),
+    }
+    # speed ratio a over b = time(b) / time(a)
+    times, ratios = interleaved(
+        {k: fn for k, (_, fn) in runs.items()},
+        {
+            "kv+g/none": ("pldr none", "pldr kv+g"),
+            "kv/none": ("pldr none", "pldr kv"),
+            "pldr kv+g/gpt kv": ("gpt kv", "pldr kv+g"),
+        },
+        device,
+        budget_s=budget_s,
+    )
+    slower = (
+        "a cache slower than no cache: suspicious; at this size the per-token bookkeeping can "
+        "outweigh the recomputation it saves (more new tokens, or a quieter machine, will tell)"
+    )
+    out["kvg_over_none"] = flagged(
+        ratios["kv+g/none"], slower if ratios["kv+g/none"].median < 1 else None
+    )
+    out["kv_over_none"] = flagged(
+        ratios["kv/none"], slower if ratios["kv/none"].median < 1 else None
+    )
+    over_gpt = ratios["pldr kv+g/gpt kv"]
+    out["pldr_kvg_over_gpt_kv"] = flagged(
+        over_gpt,
+        "implausible: PLDR-LLM with a cached G does all of GPT's work and more, yet ran faster"
+        if over_gpt.median > 1
+        else None,
+    )
+    out["generate_tokens_per_s"] = {k: new_tokens / statistics.median(v) for k, v in times.items()}
+    out["generate_peak_mib"] = {k: _peak_memory(m, fn, device) for k, (m, fn) in runs.items()}
+    return out
+
+
+def _line(label: str, r: Ratio, note: str = "") -> str:
+    value = f"{r.median:6.1%}" if "share" in label else f"{r.median:6.2f}x"
+    quart = f"[{r.q1:.1%}, {r.q3:.1%}]" if "share" in label else f"[{r.q1:.2f}, {r.q3:.2f}]"
+    line = f"{label:38s} {value}  middle half {quart}, {r.rounds} rounds{note}"
+    return line + (f"\n{'':38s} ⚠ {r.flag}" if r.flag else "")
+
+
+def report(r: dict) -> str:
+    """A plain-text summary of a :func:`bench_train` or :func:`bench_generate` result (or both
+    merged); flagged ratios carry a ⚠ line saying what is wrong with them."""
+    params = r["parameters"]
+    lines = [
+        f"== {r['config']} on {r['device']}, autocast {r['autocast']} (parameters PLDR "
+        f"{params['pldr']:,}, GPT {params['gpt']:,})"
+    ]
+    if "train_pldr_over_gpt" in r:
+        lines += [
+            f"train (batch {r['batch']} x {r['seq']} tokens; medians "
+            f"{r['train_step_s']['pldr'] * 1e3:.1f} ms PLDR, {r['train_step_s']['gpt'] * 1e3:.1f} "
+            "ms GPT)",
+            _line("  step time PLDR / GPT", r["train_pldr_over_gpt"]),
+            _line("  metric learner's share", r["metric_learner_share"]),
+        ]
+    if "kvg_over_none" in r:
+        lines += [
+            f"generate ({r['new_tokens']} tokens after a {r['prompt_len']}-token prompt; "
+            "tokens/s: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in r["generate_tokens_per_s"].items())
+            + ")",
+            _line("  speed kv+g / no cache", r["kvg_over_none"], "  (goal >= 3x)"),
+            _line("  speed kv / no cache", r["kv_over_none"]),
+            _line("  speed PLDR kv+g / GPT kv", r["pldr_kvg_over_gpt_kv"], "  (goal >= 0.9x)"),
+        ]
+    peaks = {**r.get("train_peak_mib", {}), **r.get("generate_peak_mib", {})}
+    if any(v is not None for v in peaks.values()):
+        lines.append("peak memory (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()))
     return "\n".join(lines)
+
+
+def as_json(r: dict) -> dict:
+    """``r`` with every :class:`Ratio` as a plain dict (for ``json.dumps``)."""
+    return {k: asdict(v) if isinstance(v, Ratio) else v for k, v in r.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,17 +452,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")
+    parser.add_argument(
+        "--budget", type=float, default=60.0, help="seconds per measurement (default 60)"
+    )
+    parser.add_argument("--no-amp", action="store_true", help="float32 even where bf16 is native")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    amp = device.type == "cuda" and not args.no_amp
+    dtype = None if args.no_amp else default_autocast(device)
     results = []
     for name in args.configs:
         cfg = PLDRConfig(**CONFIGS[name])
-        r = bench(name, cfg, device, args.batch, args.seq, args.new_tokens, args.repeats, amp)
-        results.append(r)
+        r = bench_train(
+            name, cfg, device, batch=args.batch, seq=args.seq, budget_s=args.budget, autocast=dtype
+        )
+        r.update(
+            bench_generate(
+                name,
+                cfg,
+                device,
+                prompt_len=args.seq // 2,
+                new_tokens=args.new_tokens,
+                budget_s=args.budget,
+                autocast=dtype,
+            )
+        )
+        results.append(as_json(r))
         print(report(r), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "results": results}, indent=1))

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from .benchmark import Ratio
 from .diagnostics import DEDUCTIVE, DeductiveProfile, HeadProfile
 from .memories import SlotReport
 from .symmetry import SymmetryProfile
@@ -690,6 +691,64 @@ def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = Tr
         title=title(lengths[0]),
         height=420,
         sliders=[slider([str(S) for S in lengths], [str(S) for S in lengths], "S = ")],
+        **LAYOUT,
+    )
+    return fig
+
+
+def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
+    """The ratios of :mod:`kvattn.benchmark` results as a dot plot on a log axis: the median of
+    each ratio with its quartiles as error bars; a flagged ratio (impossible, implausible or
+    unstable) is drawn hollow, and its hover text says why. Dotted line: 1; dashed: the papers'
+    goals for generation, 3× (KV + G cache over no cache) and 0.9× (PLDR-LLM over GPT).
+
+    ``results``: dicts from :func:`~kvattn.benchmark.bench_train` and/or
+    :func:`~kvattn.benchmark.bench_generate`; ratios a result does not hold are skipped.
+    """
+    metrics = {
+        "train_pldr_over_gpt": "train step: PLDR / GPT",
+        "kvg_over_none": "generate: kv+g / none",
+        "kv_over_none": "generate: kv / none",
+        "pldr_kvg_over_gpt_kv": "generate: PLDR kv+g / GPT kv",
+    }
+    points = [
+        (f"{label} ({r['config']})", r[key])
+        for r in results
+        for key, label in metrics.items()
+        if isinstance(r.get(key), Ratio)
+    ]
+    if not points:
+        raise ValueError("results hold no benchmark ratios (expected bench_train/bench_generate)")
+    fig = go.Figure(
+        go.Scatter(
+            x=[name for name, _ in points],
+            y=[round(r.median, 4) for _, r in points],
+            mode="markers",
+            marker=dict(
+                size=12,
+                color="#0072B2",
+                symbol=["circle-open" if r.flag else "circle" for _, r in points],
+            ),
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=[round(r.q3 - r.median, 4) for _, r in points],
+                arrayminus=[round(r.median - r.q1, 4) for _, r in points],
+                color="#555555",
+                thickness=1.5,
+            ),
+            text=[f"⚠ {r.flag}" if r.flag else f"{r.rounds} rounds" for _, r in points],
+            hovertemplate="%{x}: %{y:.2f}×<br>%{text}<extra></extra>",
+        )
+    )
+    fig.add_hline(y=1, line_dash="dot", line_color="#888888")
+    fig.add_hline(y=3, line_dash="dash", line_color="#D55E00")
+    fig.add_hline(y=0.9, line_dash="dash", line_color="#0072B2")
+    fig.update_yaxes(type="log")
+    fig.update_layout(
+        title="Ratios: medians and quartiles (hollow: flagged)",
+        yaxis_title="ratio",
+        height=440,
         **LAYOUT,
     )
     return fig
