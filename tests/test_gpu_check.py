@@ -1,0 +1,85 @@
+"""tools/gpu_check.py, the GPU check that CI cannot run: what it reads from pytest and nbval, and
+the table it records for the book, checked on a CPU with a real nbval run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import gpu_check  # noqa: E402
+
+
+def cell(source: str, outputs: list | None = None, check: bool = False) -> dict:
+    return {
+        "cell_type": "code",
+        "execution_count": 1 if outputs else None,
+        "id": f"c{abs(hash(source)) % 10**8}",
+        "metadata": {"tags": ["nbval-check-output"]} if check else {},
+        "outputs": outputs or [],
+        "source": source,
+    }
+
+
+@pytest.fixture(scope="module")
+def nbval_xml(tmp_path_factory) -> Path:
+    """JUnit XML of nbval on a notebook with a passing cell, a checked cell whose output changed
+    and a cell that raises (the three outcomes gpu_check tells apart)."""
+    tmp = tmp_path_factory.mktemp("nb")
+    stream = {"name": "stdout", "output_type": "stream", "text": "2\n"}
+    nb = {
+        "cells": [
+            cell("print(1)"),
+            cell("print(3)", [stream], check=True),
+            cell("raise ValueError('boom')"),
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp / "ch.ipynb").write_text(json.dumps(nb))
+    xml = tmp / "ch.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax",
+         "--nbval-current-env", f"--junitxml={xml}", str(tmp / "ch.ipynb")],
+        cwd=tmp, capture_output=True, text=True, timeout=600,  # a hang limit
+    )  # fmt: skip
+    return xml
+
+
+def test_nbval_outcomes_are_told_apart(nbval_xml):
+    result = gpu_check.notebook_result(nbval_xml)
+    assert len(result["outputs_differ"]) == 1 and "Cell 1" in result["outputs_differ"][0]
+    assert len(result["cells_raised"]) == 1 and "Cell 2" in result["cells_raised"][0]
+
+
+def test_junit_counts(nbval_xml):
+    counts = gpu_check.junit_counts(nbval_xml)
+    assert counts == {"passed": 1, "failed": 2, "errors": 0, "skipped": 0}
+
+
+def test_recorded_table():
+    results = {
+        "device": {"date": "2026-12-01", "gpu": "NVIDIA H200", "memory_gib": 139.8,
+                   "capability": "9.0", "autocast": "torch.bfloat16", "torch": "2.13.0+cu130"},
+        "tests": {"passed": 850, "failed": 0, "errors": 0, "skipped": 0, "seconds": 61.2},
+        "notebooks": {"01_key_value_memories": {"seconds": 12.4, "cells_raised": [],
+                                                "outputs_differ": ["Cell 7"]}},
+        "benchmark": {"exit_code": 0, "report": "== tiny on cuda\n"},
+    }  # fmt: skip
+    text = gpu_check.markdown(results)
+    assert "on 2026-12-01: NVIDIA H200 (139.8 GiB, compute capability 9.0" in text
+    assert "| 01_key_value_memories | 12 | none | Cell 7 |" in text
+    assert "850 passed, 0 failed, 0 errors, 0 skipped in 61 s" in text
+    assert text.endswith("```text\n== tiny on cuda\n```\n")
+
+
+def test_refuses_to_run_without_a_gpu(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(SystemExit, match="no CUDA device"):
+        gpu_check.device_facts()
