@@ -19,6 +19,7 @@ from kvattn.mlp import (
     make_mlp,
     matched_slots,
     mlp_cost,
+    score_cut,
     slot_matrices,
     truncate_rank,
 )
@@ -369,7 +370,7 @@ def test_truncate_rank_is_exact_at_full_rank_and_eckart_young_below():
             same = truncate_rank(layer, r)
             assert same.rank == r and same.W_q.dtype == F64 and same.act is layer.act
             torch.testing.assert_close(same(x), layer(x), rtol=1e-10, atol=1e-10)
-    one = truncate_rank(layer, 1)
+    one = truncate_rank(layer, 1, cut="matrix")
     s = torch.linalg.svdvals(slot_matrices(layer))
     error = (slot_matrices(one) - slot_matrices(layer)).flatten(1).norm(dim=1)
     torch.testing.assert_close(error, s[:, 1:].norm(dim=1), rtol=1e-10, atol=1e-12)
@@ -399,8 +400,91 @@ def test_rank_one_truncation_is_the_symmetric_rank1_form():
     with torch.no_grad():
         expected = torch.nn.functional.silu((x @ q.T) * (x @ k.T)) @ layer.W_v
         torch.testing.assert_close(sym(x), expected, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(truncate_rank(layer, 1)(x), expected, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            truncate_rank(layer, 1, cut="matrix")(x), expected, rtol=1e-12, atol=1e-12
+        )
         assert (layer(x) - expected).abs().max() > 1e-3  # the cut changes a full-rank layer
+
+
+def sym(M):
+    return (M + M.mT) / 2
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_score_cut_keeps_the_extreme_eigenpairs_of_the_symmetric_part(rank):
+    """Theorem (chapter 2, best rank-r slot): the cut's symmetric part is sym(M)'s r largest
+    positive and r most negative eigenpairs, so its score error ‖sym(M − Q Kᵀ)‖ is the norm of
+    the other eigenvalues, never above the SVD cut's (strictly below on random matrices)."""
+    M = torch.randn(40, 6, 6, dtype=F64)
+    Q, K = score_cut(M, rank)
+    assert Q.shape == K.shape == (40, rank, 6)
+    N = Q.mT @ K
+    assert (torch.linalg.matrix_rank(N) <= rank).all()
+    lam, V = torch.linalg.eigh(sym(M))
+    keep = torch.zeros_like(lam, dtype=torch.bool)
+    keep[:, -rank:] |= lam[:, -rank:] > 0
+    keep[:, :rank] |= lam[:, :rank] < 0
+    kept = V @ torch.diag_embed(torch.where(keep, lam, 0.0)) @ V.mT
+    torch.testing.assert_close(sym(N), kept, rtol=1e-10, atol=1e-10)
+    error = (sym(M) - sym(N)).flatten(1).norm(dim=1)
+    torch.testing.assert_close(error, torch.where(keep, 0.0, lam).norm(dim=1))
+    U, S, Vh = torch.linalg.svd(M)
+    svd_cut = U[..., :rank] @ torch.diag_embed(S[:, :rank]) @ Vh[:, :rank]
+    svd_error = (sym(M) - sym(svd_cut)).flatten(1).norm(dim=1)
+    assert (error <= svd_error + 1e-12).all()
+    assert error.mean() < 0.9 * svd_error.mean()
+
+
+def test_no_rank_one_slot_found_by_descent_beats_the_score_cut():
+    """An independent check of optimality: Adam on ‖sym(M − q kᵀ)‖² from 20 random starts
+    never ends below the closed-form cut."""
+    M = torch.randn(6, 6, dtype=F64)
+    Q, K = score_cut(M, 1)
+    best = (sym(M) - sym(Q.mT @ K)).norm()
+    q = torch.randn(20, 6, dtype=F64, requires_grad=True)
+    k = torch.randn(20, 6, dtype=F64, requires_grad=True)
+    opt = torch.optim.Adam([q, k], lr=0.03)
+    for _ in range(1500):
+        loss = (sym(M) - sym(q[:, :, None] * k[:, None, :])).flatten(1).norm(dim=1) ** 2
+        opt.zero_grad()
+        loss.sum().backward()
+        opt.step()
+    found = (sym(M) - sym(q[:, :, None] * k[:, None, :])).flatten(1).norm(dim=1).detach()
+    assert found.min() >= best - 1e-6
+    assert found.min() < best + 1e-3  # descent does reach it: the bound is attained
+
+
+def test_truncate_rank_score_cut_keeps_the_score_of_a_low_rank_layer():
+    """A rank-2 layer cut to rank 2 by the score cut computes the same function (its symmetric
+    parts have at most 2 positive and 2 negative eigenvalues); at rank 1 every slot's form is at
+    least as close to the original's as the matrix cut's."""
+    layer = FullBilinearAttentionMLP(D, M, D_OUT, rank=2, act="gelu").to(F64)
+    x = torch.randn(64, D, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(truncate_rank(layer, 2)(x), layer(x), rtol=1e-9, atol=1e-9)
+    Ms = slot_matrices(layer)
+    err = {
+        cut: (sym(Ms) - sym(slot_matrices(truncate_rank(layer, 1, cut)))).flatten(1).norm(dim=1)
+        for cut in ("score", "matrix")
+    }
+    assert (err["score"] <= err["matrix"] + 1e-12).all()
+    with pytest.raises(ValueError, match="cut must be 'score' or 'matrix', got 'svd'"):
+        truncate_rank(layer, 1, cut="svd")
+    with pytest.raises(ValueError, match="square matrices"):
+        score_cut(torch.randn(3, 4), 1)
+
+
+def test_mean_squared_score_error_of_gaussian_inputs():
+    """The identity behind score_cut's caveat (Isserlis): for x ~ N(0, I) and symmetric D,
+    E[(x D xᵀ)²] = 2‖D‖² + (tr D)², so for random inputs the trace of the dropped part counts
+    too, and the form-optimal cut need not minimise every input distribution's score error."""
+    gen = torch.Generator().manual_seed(3)
+    D_ = sym(torch.randn(5, 5, dtype=F64, generator=gen))
+    x = torch.randn(400_000, 5, dtype=F64, generator=gen)
+    mc = torch.einsum("ni,ij,nj->n", x, D_, x).pow(2)
+    exact = 2 * D_.pow(2).sum() + D_.trace() ** 2
+    # 5 standard errors of the Monte Carlo mean
+    assert (mc.mean() - exact).abs() < 5 * mc.std() / len(mc) ** 0.5
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

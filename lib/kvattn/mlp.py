@@ -412,27 +412,93 @@ def slot_matrices(layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear) -> T
     return torch.einsum("msi,msj->mij", W_q, W_k)
 
 
-def truncate_rank(
-    layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear, rank: int
-) -> FullBilinearAttentionMLP:
-    """The best rank-``rank`` approximation of every slot's bilinear form, as a new layer.
+def score_cut(M: Tensor, rank: int) -> tuple[Tensor, Tensor]:
+    """Factors ``(Q, K)`` of the best rank-``rank`` slot for the *score* x M xᵀ.
 
-    Each M_j = U S Vᵀ is cut to its ``rank`` largest singular values (Eckart–Young: the closest
-    rank-r matrix in Frobenius norm), with factors q_js = √s_s u_s and k_js = √s_s v_s. The values
-    and σ are kept. ``rank=1`` gives the symmetric rank-1 form σ((x·q_j)(x·k_j)).
+    The score sees only the symmetric part sym(M) = (M + Mᵀ)/2. A sum of r outer products
+    Σ_s q_s k_sᵀ has a symmetric part with at most r positive and r negative eigenvalues, since
+    sym(q kᵀ) = ¼((q+k)(q+k)ᵀ − (q−k)(q−k)ᵀ); conversely one term carries one positive and one
+    negative eigenpair: q = √λ u + √μ w, k = √λ u − √μ w give sym(q kᵀ) = λ u uᵀ − μ w wᵀ. The
+    closest such form to sym(M) in Frobenius norm keeps sym(M)'s ``rank`` largest positive and
+    ``rank`` most negative eigenvalues (Hoffman–Wielandt: ‖A − B‖ ≥ ‖λ(A) − λ(B)‖ for sorted
+    spectra, with equality for common eigenvectors); see chapter 2's theorem and
+    ``tests/test_mlp.py``. The antisymmetric part of Q Kᵀ is whatever the pairing leaves, which no
+    score sees.
+
+    "Closest" is in the Frobenius norm of the quadratic form. The mean squared score error over
+    random inputs x ~ N(0, I) is 2‖D‖² + (tr D)² for the dropped part D (Isserlis), so there the
+    trace of D counts as well and another cut can do slightly better for that distribution.
+
+    Parameters
+    ----------
+    M:
+        Slot matrices, shape ``(..., d, d)``, floating point.
+    rank:
+        r ≥ 1, at most d.
+
+    Returns
+    -------
+    ``Q`` and ``K`` of shape ``(..., r, d)`` (rows q_s, k_s) with sym(Σ_s q_s k_sᵀ) the cut.
+
+    Raises
+    ------
+    ValueError
+        ``M`` is not a stack of square floating matrices, or ``rank`` is not in 1..d.
+    """
+    if not (isinstance(M, Tensor) and M.is_floating_point() and M.ndim >= 2):
+        raise ValueError(f"M must be a floating tensor of shape (..., d, d), got {M!r:.80}")
+    if M.shape[-1] != M.shape[-2]:
+        raise ValueError(f"M must hold square matrices (..., d, d), got shape {tuple(M.shape)}")
+    rank = _positive_int("rank", rank)
+    d = M.shape[-1]
+    if rank > d:
+        raise ValueError(f"rank must be at most d={d}, got {rank}")
+    lam, V = torch.linalg.eigh((M + M.mT) / 2)  # ascending eigenvalues
+    pos = lam.flip(-1)[..., :rank].clamp(min=0).sqrt()  # √λ of the r largest, 0 if not positive
+    neg = (-lam[..., :rank]).clamp(min=0).sqrt()  # √μ of the r most negative, 0 if not negative
+    u = V.flip(-1)[..., :rank].mT  # (..., r, d): eigenvectors as rows
+    w = V[..., :rank].mT
+    a, b = pos[..., None] * u, neg[..., None] * w
+    return a + b, a - b
+
+
+def truncate_rank(
+    layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear, rank: int, cut: str = "score"
+) -> FullBilinearAttentionMLP:
+    """Every slot cut to rank ``rank``, as a new layer (the values and σ are kept).
+
+    ``cut="score"`` (default) gives the best rank-r *slot*: the one whose score x M_j xᵀ is
+    closest to the original's, i.e. sym(M_j) approximated in Frobenius norm (:func:`score_cut`).
+    ``cut="matrix"`` gives the best rank-r *matrix* M_j = U S Vᵀ cut to its r largest singular
+    values (Eckart–Young), with factors q_js = √s_s u_s and k_js = √s_s v_s; it spends rank on
+    the antisymmetric part of M_j, which no score sees, so its score error is never smaller.
+    Either way ``rank=1`` gives a symmetric rank-1 layer σ((x·q_j)(x·k_j)).
+
+    Raises
+    ------
+    ValueError
+        ``rank`` not in 1..d_model, or ``cut`` not "score" or "matrix".
     """
     rank = _positive_int("rank", rank)
     if rank > layer.d_model:
         raise ValueError(f"rank must be at most d_model={layer.d_model}, got {rank}")
-    U, S, Vh = torch.linalg.svd(slot_matrices(layer))
-    root = S[:, :rank].sqrt()  # (m, r)
+    if cut not in ("score", "matrix"):
+        raise ValueError(f"cut must be 'score' or 'matrix', got {cut!r}")
+    M = slot_matrices(layer)
+    if cut == "score":
+        W_q, W_k = score_cut(M, rank)
+    else:
+        U, S, Vh = torch.linalg.svd(M)
+        root = S[:, :rank].sqrt()  # (m, r)
+        W_q = (U[:, :, :rank] * root[:, None, :]).transpose(1, 2)
+        W_k = Vh[:, :rank, :] * root[:, :, None]
     with torch.random.fork_rng(devices=[]):  # the throw-away initial weights use no global RNG
         new = FullBilinearAttentionMLP(
             layer.d_model, layer.n_slots, layer.d_out, rank=rank, act=layer.act
         )
     new = new.to(device=layer.W_v.device, dtype=layer.W_v.dtype)
     with torch.no_grad():
-        new.W_q.copy_((U[:, :, :rank] * root[:, None, :]).transpose(1, 2))
-        new.W_k.copy_(Vh[:, :rank, :] * root[:, :, None])
+        new.W_q.copy_(W_q)
+        new.W_k.copy_(W_k)
         new.W_v.copy_(layer.W_v)
     return new
