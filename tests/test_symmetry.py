@@ -28,6 +28,7 @@ from kvattn.symmetry import (
     jacobian_rank,
     rescale,
     scale_violation,
+    scale_violation_coefficient,
     scale_violation_map,
     swap_qk,
     symmetry_profile,
@@ -313,6 +314,32 @@ def test_scale_violation_identity_and_alpha_one():
 def test_scale_violation_positive_for_smooth_gates(name, alpha):
     """SiLU and GELU break the scale symmetry for every α ≠ 1."""
     assert scale_violation(name, alpha) > 1e-4
+
+
+@pytest.mark.parametrize("name", ["silu", "gelu", "sigmoid"])
+def test_scale_violation_leading_term(name):
+    """Chapter 4: V(α) = C_σ (ln α)² + O(|ln α|³) near α = 1, from either side."""
+    C = scale_violation_coefficient(name)
+    assert C > 0
+    for alpha in (1.001, 1 / 1.001):
+        ratio = scale_violation(name, alpha) / math.log(alpha) ** 2
+        assert ratio == pytest.approx(C, rel=1e-2)
+
+
+def test_scale_violation_coefficient_values_and_homogeneous_zeros():
+    """C vanishes for positively homogeneous σ; SiLU's is larger than GELU's, the reverse of the
+    exchange order, because C weights the gate's slope by z⁴ (its tails)."""
+    assert scale_violation_coefficient("relu") == pytest.approx(0.0, abs=1e-12)
+    assert scale_violation_coefficient("identity") == pytest.approx(0.0, abs=1e-12)
+    silu, gelu = scale_violation_coefficient("silu"), scale_violation_coefficient("gelu")
+    assert silu > gelu and exchange_violation("gelu") > exchange_violation("silu")
+    # gated form: zσ' − σ = z² g'(z); for GELU g = Φ, so C = E[z⁴ φ(z)²] / E[z² Φ(z)²]
+    phi = lambda z: torch.exp(-(z**2) / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    Phi = lambda z: 0.5 * (1 + torch.erf(z / math.sqrt(2)))  # noqa: E731
+    closed = gaussian_expectation(lambda z: z**4 * phi(z) ** 2) / gaussian_expectation(
+        lambda z: z**2 * Phi(z) ** 2
+    )
+    assert gelu == pytest.approx(closed, rel=1e-9)
 
 
 def test_scale_violation_gelu_closed_form():

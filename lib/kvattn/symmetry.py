@@ -174,6 +174,39 @@ def scale_violation(
     )
 
 
+def scale_violation_coefficient(act: ActLike, beta: float | None = None) -> float:
+    """Leading coefficient C_σ of the scale violation near α = 1: V(α) = C_σ (ln α)² + O(|ln α|³).
+
+    With α = eᵗ, σ(αz)/α − σ(z) = t (zσ'(z) − σ(z)) + O(t²), so
+
+        C_σ = E[(zσ'(z) − σ(z))²] / E[σ(z)²],  z ~ N(0, 1).
+
+    zσ' − σ vanishes exactly for positively homogeneous σ (linear, ReLU: C = 0). For a gated
+    σ(z) = z·g(z) it equals z²·g'(z): C_σ weights the gate's *slope* by z⁴, so a gate that is still
+    moving in the tails (the logistic gate of SiLU, whose slope decays like e^(−|z|)) scores higher
+    than one that has saturated there (GELU's Φ, slope φ(z) ∝ e^(−z²/2)), although GELU's steeper
+    centre makes it break the exchange symmetry more. Dimensionless. Ours (chapter 4).
+
+    Raises
+    ------
+    ValueError
+        Unknown activation, or E[σ(z)²] = 0.
+    """
+    sigma = resolve(act, beta)
+
+    def homogeneity_defect(z: Tensor) -> Tensor:
+        z = z.clone().requires_grad_(True)
+        with torch.enable_grad():
+            y = sigma(z)
+            (slope,) = torch.autograd.grad(y.sum(), z)
+        return (z * slope - y).detach()
+
+    second_moment = gaussian_expectation(lambda z: sigma(z) ** 2)
+    if second_moment <= 0:
+        raise ValueError(f"E[σ(a)²] = 0 for {sigma.label}; the violation is undefined")
+    return gaussian_expectation(lambda z: homogeneity_defect(z) ** 2) / second_moment
+
+
 def exchange_violation_map(act: ActLike, a: Tensor, b: Tensor, beta: float | None = None) -> Tensor:
     """Pointwise exchange violation σ(a)b − σ(b)a = ab·(g(a) − g(b)), broadcast over a and b.
 
