@@ -1,0 +1,262 @@
+"""Designed experiments: the contrasts a chapter's claim calls for, with their statistics.
+
+:func:`symmetry_contrast` tests the hypothesis of chapters 4–5 (Breslow 2026 states it and runs no
+experiment; the design is ours): gated MLPs σ(a)·b work well *because* moving σ onto one factor
+breaks the exchange and inverse-scale symmetries of the symmetric rank-1 form σ(a·b). The fair
+contrast keeps σ and moves only where it sits: for each σ, symmetric σ(a·b) against gated
+σ(a)·b, at matched parameter count, each at its own best learning rate, over paired seeds.
+
+The design, in order:
+
+1. *Learning rates are chosen on seeds of their own.* Every kind trains at every rate of ``lrs``
+   on the ``select_seeds``; its rate is the one with the lowest mean final validation loss. Picking
+   the rate on the seeds that are then compared would favour whichever kind happened to get lucky.
+2. *The comparison runs on fresh, paired seeds.* Every kind trains at its chosen rate on the
+   ``test_seeds``; seed s fixes the initialisation and the batch order, so symmetric and gated runs
+   with the same s see the same batches, and their difference cancels the seed's luck.
+3. *Each contrast reports* the mean paired difference (symmetric − gated, nats/token; positive:
+   the gated form reaches a lower loss), its standard error, Student's t, the two-sided p-value,
+   and the **minimum detectable effect**: the true difference the design would detect with
+   probability ``power`` at level ``alpha``, given the observed spread of the paired differences.
+   A non-significant result with a minimum detectable effect above the effect of interest says
+   "this design cannot tell", not "no effect".
+4. *Whether training has flattened* is measured, not assumed: the drop of the validation loss over
+   the last fifth of training, per kind.
+
+Statistics use :mod:`scipy.stats` (Student's t quantiles and tail probabilities).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+from scipy import stats
+
+from .data import TokenData
+from .lm import TinyLMConfig
+from .mlp import matched_slots, mlp_cost
+from .train import train_lm_seeds
+
+#: σ → (symmetric kind, gated kind) of :func:`kvattn.mlp.make_mlp`: the same σ in both places.
+CONTRASTS = {
+    "silu": ("symmetric_rank1", "swiglu"),
+    "gelu": ("symmetric_rank1", "geglu"),
+    "relu": ("symmetric_rank1", "reglu"),
+}
+#: The references: no σ at all (a·b), and the plain key-value memory σ(x·k) with ReLU.
+REFERENCES = {"bilinear": ("bilinear", None), "key_value": ("key_value", "relu")}
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Paired difference symmetric − gated for one σ (nats/token; positive: gated is lower)."""
+
+    act: str
+    mean: float
+    se: float
+    t: float
+    p: float
+    n: int
+    mde: float  # minimum detectable effect at the design's alpha and power
+
+
+@dataclass
+class ContrastResult:
+    """Everything :func:`symmetry_contrast` ran and concluded (plain data: JSON-ready via
+    :meth:`to_dict`).
+
+    ``selection[kind][lr]`` holds the final validation losses of the selection seeds;
+    ``chosen_lr[kind]`` the rate each kind then used; ``final[kind]`` the test seeds' final
+    validation losses (in ``test_seeds`` order); ``curves[kind]`` their validation curves at
+    ``eval_steps``; ``late_drop[kind]`` the mean drop of validation loss over the last fifth of
+    training (nats/token; near 0 when the curves have flattened); ``contrasts`` one
+    :class:`Contrast` per σ.
+    """
+
+    design: dict
+    selection: dict[str, dict[str, list[float]]]
+    chosen_lr: dict[str, float]
+    eval_steps: list[int]
+    final: dict[str, list[float]]
+    curves: dict[str, list[list[float]]]
+    late_drop: dict[str, float]
+    n_parameters: dict[str, int]
+    contrasts: list[Contrast] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["contrasts"] = [asdict(c) for c in self.contrasts]
+        return out
+
+
+def minimum_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true mean difference that a two-sided paired t-test on ``n`` pairs detects with
+    probability ``power`` at level ``alpha``, for paired differences of standard deviation ``sd``:
+    (t_{1−α/2, n−1} + t_{power, n−1}) · sd / √n (the usual normal-approximation form with t
+    quantiles). Same units as ``sd``.
+
+    Raises
+    ------
+    ValueError
+        ``n < 2``, ``sd < 0`` or non-finite, or alpha/power outside (0, 1).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n must be an int >= 2 (pairs), got {n!r}")
+    if not (math.isfinite(sd) and sd >= 0):
+        raise ValueError(f"sd must be finite and >= 0, got {sd!r}")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
+    dof = n - 1
+    return float((stats.t.ppf(1 - alpha / 2, dof) + stats.t.ppf(power, dof)) * sd / math.sqrt(n))
+
+
+def paired_contrast(
+    act: str, symmetric: Sequence[float], gated: Sequence[float], alpha: float, power: float
+) -> Contrast:
+    """The paired t-test of ``symmetric − gated`` (same seeds, same order), as a
+    :class:`Contrast`."""
+    if len(symmetric) != len(gated) or len(symmetric) < 2:
+        raise ValueError(
+            f"need paired lists of the same length >= 2, got {len(symmetric)} and {len(gated)}"
+        )
+    d = torch.tensor(symmetric, dtype=torch.float64) - torch.tensor(gated, dtype=torch.float64)
+    n = len(d)
+    sd = float(d.std(unbiased=True))
+    mean = float(d.mean())
+    se = sd / math.sqrt(n)
+    t = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
+    p = float(2 * stats.t.sf(abs(t), n - 1)) if math.isfinite(t) else 0.0
+    return Contrast(act, mean, se, t, p, n, minimum_detectable_effect(sd, n, alpha, power))
+
+
+def kinds(acts: Sequence[str], references: bool) -> dict[str, tuple[str, str | None]]:
+    """Name → (ffn kind, σ) of every layer kind the experiment trains."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for act in acts:
+        if act not in CONTRASTS:
+            raise ValueError(f"act must be one of {list(CONTRASTS)}, got {act!r}")
+        symmetric, gated = CONTRASTS[act]
+        out[f"{act} symmetric"] = (symmetric, act)
+        out[f"{act} gated"] = (gated, None)
+    if references:
+        out.update(REFERENCES)
+    return out
+
+
+def _late_drop(curves: list[list[float]], eval_steps: list[int]) -> float:
+    """Mean over seeds of (loss at 80 % of training − final loss)."""
+    last = eval_steps[-1]
+    i = min(range(len(eval_steps)), key=lambda k: abs(eval_steps[k] - 0.8 * last))
+    return sum(c[i] - c[-1] for c in curves) / len(curves)
+
+
+def symmetry_contrast(
+    tokens: TokenData,
+    *,
+    acts: Sequence[str] = ("silu", "gelu", "relu"),
+    references: bool = True,
+    d_model: int = 64,
+    n_layers: int = 1,
+    n_heads: int = 4,
+    block_size: int = 64,
+    steps: int,
+    lrs: Sequence[float] = (1e-3, 3e-3, 1e-2),
+    select_seeds: Sequence[int] = (1000, 1001),
+    test_seeds: Sequence[int] = tuple(range(8)),
+    batch_size: int = 32,
+    eval_every: int | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+) -> ContrastResult:
+    """Run the symmetric-vs-gated experiment (module docstring) on a one-layer-family TinyLM.
+
+    Every kind's feed-forward layer gets the parameter budget of a key-value layer with
+    ``4·d_model`` slots (:func:`kvattn.mlp.matched_slots`); everything else is shared. Runs
+    ``len(kinds) × (len(lrs) × len(select_seeds) + len(test_seeds))`` trainings of ``steps`` steps
+    (recipe of :func:`kvattn.train.train_lm_seeds`).
+
+    Raises
+    ------
+    ValueError
+        Unknown σ, fewer than 2 test seeds, an empty ``lrs`` or ``select_seeds``, or seeds shared
+        between selection and test.
+    """
+    if len(test_seeds) < 2:
+        raise ValueError(f"need at least 2 test seeds for a paired test, got {list(test_seeds)}")
+    if not lrs or not select_seeds:
+        raise ValueError("lrs and select_seeds must each name at least one value")
+    shared = sorted(set(select_seeds) & set(test_seeds))
+    if shared:
+        raise ValueError(f"selection and test seeds must differ, both have {shared}")
+    eval_every = eval_every or max(1, steps // 20)
+    budget = mlp_cost("key_value", d_model, 4 * d_model)[0]
+    spec = kinds(acts, references)
+
+    def config(ffn: str, act: str | None) -> TinyLMConfig:
+        form = {"key_value": "key_value", "symmetric_rank1": "symmetric_rank1"}.get(ffn, "gated")
+        return TinyLMConfig(
+            vocab_size=tokens.vocab_size,
+            d_model=d_model,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            block_size=block_size,
+            ffn=ffn,
+            act=act,
+            n_slots=matched_slots(form, d_model, budget),
+        )
+
+    def run(name: str, lr: float, seeds: Sequence[int]):
+        return train_lm_seeds(
+            config(*spec[name]),
+            tokens,
+            list(seeds),
+            steps=steps,
+            lr=lr,
+            batch_size=batch_size,
+            eval_every=eval_every,
+            device=device,
+            progress=progress,
+            desc=f"{name} lr {lr:g}",
+        )
+
+    selection = {
+        name: {f"{lr:g}": run(name, lr, select_seeds).final for lr in lrs} for name in spec
+    }
+    chosen = {name: min(lrs, key=lambda lr, n=name: sum(selection[n][f"{lr:g}"])) for name in spec}
+    tested = {name: run(name, chosen[name], test_seeds) for name in spec}
+    result = ContrastResult(
+        design=dict(
+            d_model=d_model,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            block_size=block_size,
+            steps=steps,
+            lrs=list(lrs),
+            select_seeds=list(select_seeds),
+            test_seeds=list(test_seeds),
+            batch_size=batch_size,
+            alpha=alpha,
+            power=power,
+            parameter_budget=budget,
+            vocab_size=tokens.vocab_size,
+        ),
+        selection=selection,
+        chosen_lr=chosen,
+        eval_steps=tested[next(iter(spec))].eval_steps,
+        final={name: r.final for name, r in tested.items()},
+        curves={name: r.evals for name, r in tested.items()},
+        late_drop={name: _late_drop(r.evals, r.eval_steps) for name, r in tested.items()},
+        n_parameters={name: r.n_params for name, r in tested.items()},
+    )
+    result.contrasts = [
+        paired_contrast(
+            act, result.final[f"{act} symmetric"], result.final[f"{act} gated"], alpha, power
+        )
+        for act in acts
+    ]
+    return result

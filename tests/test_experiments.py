@@ -1,0 +1,95 @@
+"""kvattn.experiments: the symmetric-vs-gated design and its statistics."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from kvattn import experiments
+from kvattn.experiments import minimum_detectable_effect, paired_contrast
+
+
+def test_minimum_detectable_effect_has_the_stated_power():
+    """Simulate the design: with true effect = MDE and the given sd, a paired t-test at level
+    0.05 rejects in about 80 % of experiments (power), and in about 5 % with no effect."""
+    rng = np.random.default_rng(0)
+    n, sd = 8, 0.02
+    mde = minimum_detectable_effect(sd, n)
+    for effect, expected in ((mde, 0.8), (0.0, 0.05)):
+        rejections = 0
+        trials = 4000
+        for _ in range(trials):
+            d = rng.normal(effect, sd, n)
+            c = paired_contrast("silu", list(d), [0.0] * n, 0.05, 0.8)
+            rejections += c.p < 0.05
+        # binomial standard error of the rejection rate, 4 of them
+        assert (
+            abs(rejections / trials - expected)
+            < 4 * math.sqrt(expected * (1 - expected) / trials) + 0.02
+        )
+
+
+def test_paired_contrast_matches_scipy_ttest():
+    from scipy import stats
+
+    a = [3.10, 3.05, 3.12, 3.08, 3.11]
+    b = [3.07, 3.06, 3.09, 3.02, 3.10]
+    c = paired_contrast("gelu", a, b, 0.05, 0.8)
+    ref = stats.ttest_rel(a, b)
+    assert c.t == pytest.approx(ref.statistic) and c.p == pytest.approx(ref.pvalue)
+    assert c.mean == pytest.approx(np.mean(np.subtract(a, b)))
+    assert c.n == 5 and c.mde > abs(c.mean) > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(sd=0.1, n=1), "n must be an int >= 2"),
+        (dict(sd=-1.0, n=4), "sd must be finite"),
+        (dict(sd=0.1, n=4, alpha=1.5), "alpha and power"),
+    ],
+)
+def test_mde_refuses_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        minimum_detectable_effect(**kwargs)
+
+
+def test_design_refuses_shared_seeds_and_unknown_sigma(small_text):
+    from kvattn.data import tokenize
+
+    tokens = tokenize(small_text, vocab_size=512)
+    with pytest.raises(ValueError, match="selection and test seeds must differ"):
+        experiments.symmetry_contrast(tokens, steps=2, select_seeds=[0], test_seeds=[0, 1])
+    with pytest.raises(ValueError, match="act must be one of"):
+        experiments.symmetry_contrast(tokens, acts=["tanh"], steps=2)
+    with pytest.raises(ValueError, match="at least 2 test seeds"):
+        experiments.symmetry_contrast(tokens, steps=2, test_seeds=[0])
+
+
+def test_a_micro_experiment_runs_the_whole_design(small_text):
+    from kvattn.data import tokenize
+
+    tokens = tokenize(small_text, vocab_size=512)
+    r = experiments.symmetry_contrast(
+        tokens, acts=["silu"], d_model=16, n_heads=2, block_size=16, steps=6, lrs=[1e-3, 1e-2],
+        select_seeds=[100], test_seeds=[0, 1], batch_size=4, eval_every=2, progress=False,
+    )  # fmt: skip
+    names = ["silu symmetric", "silu gated", "bilinear", "key_value"]
+    assert list(r.final) == names and all(len(v) == 2 for v in r.final.values())
+    assert r.eval_steps == [1, 3, 5]  # 0-based steps after which the loss was measured
+    for name in names:
+        assert set(r.selection[name]) == {"0.001", "0.01"}
+        lr = r.chosen_lr[name]
+        assert sum(r.selection[name][f"{lr:g}"]) == min(sum(v) for v in r.selection[name].values())
+    # matched budgets: the four layers' parameter counts differ only by rounding of the width
+    counts = list(r.n_parameters.values())
+    assert max(counts) - min(counts) < 0.02 * max(counts)
+    (c,) = r.contrasts
+    assert c.act == "silu" and c.n == 2
+    assert c.mean == pytest.approx(
+        np.mean(np.subtract(r.final["silu symmetric"], r.final["silu gated"]))
+    )
+    json.dumps(r.to_dict())
