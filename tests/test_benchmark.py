@@ -124,6 +124,16 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
     assert r["train_pldr_over_gpt"].flag.startswith("implausible")
     text = benchmark.report(r)
     assert text.count("⚠") == 2 and "-314.6%" in text
+    # FLOPs are counted, not timed: PLDR-LLM does GPT's products and more, the constant-G model
+    # fewer than PLDR-LLM (no metric learner)
+    f = r["train_flops"]
+    assert f["gpt"] < f["pldr"] and f["constant_g"] < f["pldr"]
+    assert r["train_flops_pldr_over_gpt"] == pytest.approx(f["pldr"] / f["gpt"])
+    assert 0 < r["metric_learner_flop_share"] < 1
+    # a step's products: at least 3 × 2 × (tokens × the LM head's weights) for forward + backward
+    assert f["gpt"] >= 6 * 2 * 8 * cfg.vocab_size * cfg.hidden_size
+    assert r["train_flop_per_s"]["gpt"] == pytest.approx(f["gpt"] / r["train_step_s"]["gpt"])
+    assert text.count("the same in FLOPs") == 2
 
 
 def test_generation_benchmark_on_a_tiny_model_reports_every_mode():

@@ -15,7 +15,10 @@ its quartiles and the number of rounds.
 Ratios reported, per configuration:
 
 * training step time PLDR-LLM / GPT, and the metric learner's share of the PLDR step
-  (1 − constant-G step / PLDR step);
+  (1 − constant-G step / PLDR step), each beside the same ratio in FLOPs (PyTorch's FLOP counter:
+  matrix products and attention, forward and backward), and each model's achieved FLOP/s: a
+  time ratio far above its FLOP ratio means the extra work runs below the hardware's speed
+  (many small kernels), not that there is more of it;
 * generation speed-ups of ``new_tokens`` new tokens over no cache (mode ``"none"``): the KV + G
   cache (``"kv+g"``) and the exact KV cache (``"kv"``), and the speed of PLDR-LLM with the KV + G
   cache over GPT with its KV cache;
@@ -45,6 +48,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from .pldr import GPT, PLDRLLM, PUBLISHED_110M, PLDRConfig
 from .train import default_autocast, lm_cross_entropy
@@ -228,6 +232,15 @@ def _peak_memory(model: torch.nn.Module, fn: Callable[[], object], device: torch
     return (own + extra) / 2**20
 
 
+def _step_flops(step: Callable[[], object]) -> int:
+    """FLOPs of one call of ``step`` as PyTorch's FLOP counter sees them (matrix products and
+    attention, forward and backward; element-wise work is not counted)."""
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step()
+    return counter.get_total_flops()
+
+
 def _models(cfg: PLDRConfig, device: torch.device) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
     return {
@@ -287,6 +300,7 @@ def bench_train(
         return step
 
     steps = {k: train_step(m) for k, m in models.items()}
+    flops = {k: _step_flops(fn) for k, fn in steps.items()}
     times, ratios = interleaved(
         steps,
         {"pldr/gpt": ("pldr", "gpt"), "constant_g/pldr": ("constant_g", "pldr")},
@@ -309,6 +323,10 @@ def bench_train(
         else None,
     )
     out["train_step_s"] = {k: statistics.median(v) for k, v in times.items()}
+    out["train_flops"] = flops
+    out["train_flops_pldr_over_gpt"] = flops["pldr"] / flops["gpt"]
+    out["metric_learner_flop_share"] = 1 - flops["constant_g"] / flops["pldr"]
+    out["train_flop_per_s"] = {k: flops[k] / out["train_step_s"][k] for k in models}
     out["train_peak_mib"] = {k: _peak_memory(models[k], steps[k], device) for k in models}
     return out
 
@@ -419,7 +437,11 @@ def report(r: dict) -> str:
             f"{r['train_step_s']['pldr'] * 1e3:.1f} ms PLDR, {r['train_step_s']['gpt'] * 1e3:.1f} "
             "ms GPT)",
             _line("  step time PLDR / GPT", r["train_pldr_over_gpt"]),
+            f"{'    the same in FLOPs':38s} {r['train_flops_pldr_over_gpt']:6.2f}x",
             _line("  metric learner's share", r["metric_learner_share"]),
+            f"{'    the same in FLOPs':38s} {r['metric_learner_flop_share']:6.1%}",
+            "  achieved GFLOP/s: "
+            + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in r["train_flop_per_s"].items()),
         ]
     if "kvg_over_none" in r:
         lines += [
