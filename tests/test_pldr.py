@@ -841,6 +841,12 @@ def test_constant_g_from_checks_its_arguments():
         constant_g_from(model, [G[0], torch.eye(8)])
     with pytest.raises(TypeError, match="input-dependent"):
         model.G_LM()
+    with pytest.raises(TypeError, match="model must be a PLDRLLM, got GPT"):
+        constant_g_from(make(GPT), G)
+    with pytest.raises(TypeError, match="G must be a list of floating-point tensors"):
+        constant_g_from(model, [G[0], G[1].tolist()])
+    with pytest.raises(TypeError, match="G must be a list of floating-point tensors"):
+        constant_g_from(model, G[0])
     assert len(constant_g_from(model, G).G_LM()) == 2
 
 

@@ -369,8 +369,8 @@ def random_G(num_heads: int, d_k: int) -> Tensor:
 @dataclass
 class LayerCache:
     """Decoding state of one attention layer: post-RoPE keys and values ``[B, H, T, d_k]``, the
-    running density Σ q qᵀ ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode
-    ``"kv+g"``)."""
+    key mask ``padding`` (bool ``[B, T]``, True at blocked keys), the running density Σ q qᵀ
+    ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode ``"kv+g"``)."""
 
     k: Tensor
     v: Tensor
@@ -972,17 +972,28 @@ def constant_g_from(model: PLDRLLM, G: list[Tensor]) -> PLDRLLM:
 
     This is the G ablation of the papers (v510G/v510Gi): every weight outside the metric learner
     and the PLGA tensors transfers; ``G`` is typically the G_LM a trained model produces.
+
+    Raises ``TypeError`` when ``model`` is not a :class:`PLDRLLM` or ``G`` is not a list of
+    floating-point tensors, ``ValueError`` for a wrong number of layers or a wrong shape; both
+    before the new model is built.
     """
+    if not isinstance(model, PLDRLLM):
+        raise TypeError(f"model must be a PLDRLLM, got {type(model).__name__}")
+    if not isinstance(G, list | tuple) or not all(
+        isinstance(g, Tensor) and g.is_floating_point() for g in G
+    ):
+        raise TypeError("G must be a list of floating-point tensors, one G_LM per layer")
     cfg = PLDRConfig.from_dict({**model.config.to_dict(), "custom_G_type": "external"})
     if len(G) != cfg.num_hidden_layers:
         raise ValueError(f"need one G_LM per layer ({cfg.num_hidden_layers}), got {len(G)}")
+    expected = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
+    for i, g in enumerate(G):
+        if tuple(g.shape) != expected:
+            raise ValueError(f"G_LM of layer {i} must have shape {expected}, got {tuple(g.shape)}")
     reference = next(model.parameters())
     new = PLDRLLM(cfg).to(device=reference.device, dtype=reference.dtype)
     state = {k: v for k, v in model.state_dict().items() if k in new.state_dict()}
     for i, g in enumerate(G):
-        expected = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
-        if tuple(g.shape) != expected:
-            raise ValueError(f"G_LM of layer {i} must have shape {expected}, got {tuple(g.shape)}")
         state[f"decoder.dec_layers.{i}.mha1.G_LM"] = g.detach().to(new.final_layer.weight)
     new.load_state_dict(state)
     return new
