@@ -711,10 +711,14 @@ class DecoderLM(nn.Module):
         output_pldr_attentions:
             Also return every layer's :class:`DeductiveOutputs`.
 
-        Raises ``TypeError`` for ids or a mask of the wrong type or dtype and for non-bool
-        flags; ``ValueError`` for wrong shapes, ids outside [0, V), mask values other than 0/1
-        and sequences beyond ``max_position_embeddings``. Checking the values costs one host
-        sync; :meth:`generate` checks once per call, not per step.
+        Raises
+        ------
+        TypeError
+            Ids or a mask of the wrong type or dtype; flags that are not bools.
+        ValueError
+            Wrong shapes (a batch of 0 included), ids outside [0, V), mask values other than
+            0 and 1, sequences beyond ``max_position_embeddings``. Checking the values costs
+            one host sync; :meth:`generate` checks once per call, not per step.
         """
         if cache_mode is not None and not isinstance(cache_mode, str):
             raise TypeError(f"cache_mode must be None or a str, got {type(cache_mode).__name__}")
@@ -884,7 +888,7 @@ class DecoderLM(nn.Module):
         )
 
 
-#: Smallest sampling temperature: logits / temperature must stay representable in float32.
+#: The smallest sampling temperature, the smallest normal float32 (the sampler's precision).
 MIN_TEMPERATURE = torch.finfo(torch.float32).tiny
 
 
