@@ -358,15 +358,31 @@ def test_metric_learner_keeps_identical_rows():
         assert float(attention.metric(other).A.std(dim=-2).min()) > 1e-3
 
 
+def test_random_G_is_standard_normal_as_the_hf_port():
+    """custom_G_type="random" draws G_LM from N(0, 1), as the HF port's ``torch.randn`` (it used
+    to be U[0, 1): mean 0.5, std 0.29, no negative entries). Tolerances: 5 standard errors
+    of the mean (1/√n) and of the standard deviation (1/√(2n)) for n = 2 layers·4 heads·64²."""
+    torch.manual_seed(0)
+    model = PLDRLLM(tiny(hidden_size=256, num_hidden_layers=2, custom_G_type="random"))
+    G = torch.stack([g.double() for g in model.G_LM()])
+    n = G.numel()
+    assert G.shape == (2, 4, 64, 64) and n == 32768
+    assert abs(G.mean().item()) < 5 / math.sqrt(n)
+    assert abs(G.std().item() - 1) < 5 / math.sqrt(2 * n)
+    assert (G < 0).float().mean().item() == pytest.approx(0.5, abs=5 * 0.5 / math.sqrt(n))
+    assert not torch.equal(G[0], G[1])  # one draw per layer
+
+
 def test_sdpa_path_equals_explicit_path():
-    """Without padding and without deductive outputs the attention runs through SDPA; with
-    output_pldr_attentions=True through an explicit softmax. Both give the same logits."""
+    """Without deductive outputs the attention runs through SDPA (with padding too: no row is
+    fully blocked); with output_pldr_attentions=True through an explicit softmax. Both give the
+    same logits."""
     for model in (make(num_hidden_layers=2), make(custom_G_type="random", num_hidden_layers=2)):
-        ids = rand_ids(2, 11)
-        with torch.no_grad():
-            a = model(ids).logits
-            b = model(ids, output_pldr_attentions=True).logits
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+        for ids in (rand_ids(2, 11), PADDED):
+            with torch.no_grad():
+                a = model(ids).logits
+                b = model(ids, output_pldr_attentions=True).logits
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("init", ["xavier_normal", "xavier_uniform"])
@@ -570,8 +586,9 @@ def test_prefix_density_is_prefix_consistent_with_left_padding():
 def _incremental_vs_prefix_pass(model, seq: torch.Tensor, prompt_len: int) -> float:
     """Feed ``seq`` through the "kv" cache (prompt, then one token at a time) and return the max
     |Δ| between each step's logits and the last logits of a full pass on the same prefix (what
-    decoding mode "none" computes)."""
-    dev = 0.0
+    decoding mode "none" computes: pad ids masked in the prompt only)."""
+    mask = (seq != 0).long()
+    mask[:, prompt_len:] = 1
     with torch.no_grad():
         out = model(seq[:, :prompt_len], cache_mode="kv")
         full = model(seq[:, :prompt_len]).logits
@@ -580,7 +597,7 @@ def _incremental_vs_prefix_pass(model, seq: torch.Tensor, prompt_len: int) -> fl
         for t in range(prompt_len, seq.shape[1]):
             out = model(seq[:, t : t + 1], caches=caches, cache_mode="kv")
             caches = out.caches
-            full = model(seq[:, : t + 1]).logits[:, -1]
+            full = model(seq[:, : t + 1], attention_mask=mask[:, : t + 1]).logits[:, -1]
             dev = max(dev, (out.logits[:, 0] - full).abs().max().item())
     return dev
 
@@ -654,10 +671,10 @@ def test_use_cache_flag_selects_the_mode():
     model = make()
     calls = []
 
-    def hook(module, args, kwargs):
-        calls.append((kwargs.get("cache_mode"), args[0].shape[1]))
+    def hook(module, args):
+        calls.append((args[3], args[0].shape[1]))  # Decoder.forward(ids, padding, caches, mode)
 
-    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    handle = model.decoder.register_forward_pre_hook(hook)
     try:
         prompt = rand_ids(1, 4)
         model.generate(prompt, 3, use_cache=True)
@@ -700,6 +717,92 @@ def test_stop_at_eos():
     assert model.generate(rand_ids(2, 4), 10).shape == (2, 14)
 
 
+@pytest.mark.parametrize("mode", CACHE_MODES)
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_nan_weights_fail_on_the_prompt_pass(mode, temperature):
+    """Regression: NaN weights used to decode greedily to token 0 without a word."""
+    model = make()
+    with torch.no_grad():
+        model.final_layer.weight[3, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"NaN or infinite logits at decoding step 0 \(1 of its"):
+        model.generate(rand_ids(2, 4), 5, cache=mode, temperature=temperature)
+
+
+@pytest.mark.parametrize("mode", CACHE_MODES)
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_nan_logits_after_the_prompt_are_reported_at_the_end(mode, temperature):
+    """A NaN embedding row of token 7, which the prompt lacks and the model then emits: the
+    prompt pass is finite, step 1 is not; sampling does not crash on the way."""
+    model = make()
+    with torch.no_grad():
+        model.final_layer.bias[7] = 1e3
+        model.decoder.embedding.weight[7] = float("nan")
+    prompt = torch.tensor([[1, 2, 3, 4], [5, 6, 8, 9]])
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="NaN or infinite logits at decoding step 1 "):
+        model.generate(prompt, 5, cache=mode, temperature=temperature, generator=gen)
+
+
+class _CountHostSyncs(torch.overrides.TorchFunctionMode):
+    """Counts the tensor methods that copy a value to the host (CPU-only stand-in for syncs)."""
+
+    SYNCS = frozenset(
+        {
+            torch.Tensor.item,
+            torch.Tensor.tolist,
+            torch.Tensor.__bool__,
+            torch.Tensor.__int__,
+            torch.Tensor.__float__,
+            torch.Tensor.__index__,
+        }
+    )
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.SYNCS:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_host_sync_counter_counts():
+    with _CountHostSyncs() as counter:
+        t = torch.ones(2)
+        bool(t[0]), t[0].item(), t.tolist(), int(t[0])
+    assert counter.count == 4
+
+
+@pytest.mark.parametrize(
+    ("cls", "overrides"),
+    [
+        (PLDRLLM, {}),
+        (PLDRLLM, dict(density="prefix")),
+        (GPT, {}),
+        (PLDRLLM, dict(custom_G_type="identity")),
+    ],
+)
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_decoding_host_syncs_do_not_grow_with_tokens(cls, overrides, temperature):
+    """Regression: every step used to sync with the host (id range check, ``pad.any()``). Now a
+    generate call syncs three times whatever its length: ids and mask, the prompt pass's
+    logits, the end. A plain forward syncs once (ids)."""
+    model = make(cls, **overrides)
+    prompt = PADDED[:, :5]
+    for mode in CACHE_MODES if overrides.get("density") != "prefix" else ("none", "kv"):
+        counts = []
+        for n in (2, 12):
+            gen = torch.Generator().manual_seed(0)
+            with _CountHostSyncs() as counter:
+                model.generate(prompt, n, cache=mode, temperature=temperature, generator=gen)
+            counts.append(counter.count)
+        assert counts == [3, 3], mode
+    with _CountHostSyncs() as counter, torch.no_grad():
+        model(PADDED)
+    assert counter.count == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # 8. constant_g_from
 
@@ -738,6 +841,12 @@ def test_constant_g_from_checks_its_arguments():
         constant_g_from(model, [G[0], torch.eye(8)])
     with pytest.raises(TypeError, match="input-dependent"):
         model.G_LM()
+    with pytest.raises(TypeError, match="model must be a PLDRLLM, got GPT"):
+        constant_g_from(make(GPT), G)
+    with pytest.raises(TypeError, match="G must be a list of floating-point tensors"):
+        constant_g_from(model, [G[0], G[1].tolist()])
+    with pytest.raises(TypeError, match="G must be a list of floating-point tensors"):
+        constant_g_from(model, G[0])
     assert len(constant_g_from(model, G).G_LM()) == 2
 
 
@@ -756,25 +865,31 @@ def test_constant_g_from_keeps_dtype():
 
 
 @pytest.mark.parametrize(
-    ("ids", "match"),
+    ("ids", "error", "match"),
     [
-        (torch.tensor([[1, -1, 2]]), r"token ids must lie in \[0, 128\)"),
-        (torch.tensor([[1, 128, 2]]), r"token ids must lie in \[0, 128\)"),
-        (torch.tensor([[1.0, 2.0]]), "int64 tensor"),
-        (torch.tensor([True, False]), "int64 tensor"),
-        ([[1, 2]], "int64 tensor"),
-        (torch.tensor([1, 2, 3]), r"shape \(batch, sequence >= 1\)"),
-        (torch.ones(1, 2, 3, dtype=torch.long), r"shape \(batch, sequence >= 1\)"),
-        (torch.zeros(2, 0, dtype=torch.long), r"got \(2, 0\)"),
-        (torch.ones(1, MAXPOS + 1, dtype=torch.long), "exceeds max_position_embeddings = 64"),
+        (torch.tensor([[1, -1, 2]]), ValueError, r"token ids must lie in \[0, 128\), got min -1"),
+        (torch.tensor([[1, 128, 2]]), ValueError, r"token ids must lie in \[0, 128\).*max 128"),
+        (torch.tensor([[1.0, 2.0]]), TypeError, "int64 .* got torch.float32"),
+        (torch.tensor([True, False]), TypeError, "int64 .* got torch.bool"),
+        ([[1, 2]], TypeError, "int64 .* got list"),
+        (torch.tensor([1, 2, 3]), ValueError, r"shape \(batch >= 1, sequence >= 1\), got \(3,\)"),
+        (torch.ones(1, 2, 3, dtype=torch.long), ValueError, r"got \(1, 2, 3\)"),
+        (torch.zeros(2, 0, dtype=torch.long), ValueError, r"got \(2, 0\)"),
+        (torch.zeros(0, 4, dtype=torch.long), ValueError, r"\(batch >= 1, .*got \(0, 4\)"),
+        (
+            torch.ones(1, MAXPOS + 1, dtype=torch.long),
+            ValueError,
+            "exceeds max_position_embeddings = 64",
+        ),
     ],
 )
 @pytest.mark.parametrize("cls", [PLDRLLM, GPT])
-def test_forward_rejects_bad_ids(cls, ids, match):
+def test_forward_rejects_bad_ids(cls, ids, error, match):
+    """Regression: a batch of 0 used to fail inside torch's min() with an unrelated message."""
     model = make(cls)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         model(ids)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         model.generate(ids, 1)
 
 
@@ -787,34 +902,64 @@ def test_forward_accepts_max_length_and_int32():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
+    ("kwargs", "error", "match"),
     [
-        (dict(max_new_tokens=60), "exceeds max_position_embeddings"),
-        (dict(cache="full"), "cache must be one of"),
-        (dict(max_new_tokens=-1), "max_new_tokens must be a non-negative int"),
-        (dict(max_new_tokens=2.0), "max_new_tokens must be a non-negative int"),
-        (dict(temperature=-0.5), "temperature >= 0"),
-        (dict(temperature=1.0, top_p=0.0), "0 < top_p <= 1"),
-        (dict(temperature=1.0, top_p=1.5), "0 < top_p <= 1"),
+        (dict(max_new_tokens=61), ValueError, "beyond max_position_embeddings = 64"),
+        (dict(cache="full"), ValueError, "cache must be one of"),
+        (dict(cache=1), TypeError, "cache must be None or a str, got 1"),
+        (dict(max_new_tokens=-1), ValueError, "max_new_tokens must be a non-negative int"),
+        (dict(max_new_tokens=2.0), TypeError, "max_new_tokens must be an int, got 2.0"),
+        (dict(max_new_tokens="3"), TypeError, "max_new_tokens must be an int, got '3'"),
+        (dict(max_new_tokens=True), TypeError, "max_new_tokens must be an int, got True"),
+        (dict(temperature=-0.5), ValueError, "temperature >= 0"),
+        (dict(temperature=float("nan")), ValueError, "finite temperature"),
+        (dict(temperature=float("inf")), ValueError, "finite temperature"),
+        (dict(temperature="0.5"), TypeError, "temperature must be a real number, got '0.5'"),
+        (dict(temperature=True), TypeError, "temperature must be a real number, got True"),
+        (dict(temperature=1e-40), ValueError, "temperature=1e-40 is below .*temperature=0"),
+        (dict(temperature=1.0, top_p=0.0), ValueError, "0 < top_p <= 1"),
+        (dict(temperature=1.0, top_p=1.5), ValueError, "0 < top_p <= 1"),
+        (dict(temperature=1.0, top_p="0.9"), TypeError, "top_p must be a real number"),
+        (dict(use_cache=1), TypeError, "use_cache must be a bool, got int"),
+        (dict(stop_at_eos="yes"), TypeError, "stop_at_eos must be a bool, got str"),
+        (dict(generator=0), TypeError, "generator must be a torch.Generator or None, got int"),
+        (dict(attention_mask=torch.ones(1, 5)), TypeError, "bool or integer tensor, got torch.f"),
+        (dict(attention_mask=[[1] * 5]), TypeError, "bool or integer tensor, got list"),
+        (dict(attention_mask=torch.ones(1, 4, dtype=torch.long)), ValueError, r"got \(1, 4\)"),
+        (dict(attention_mask=torch.full((1, 5), 2)), ValueError, r"only 0 and 1, got also \[2\]"),
     ],
 )
-def test_generate_rejects_bad_arguments(kwargs, match):
+def test_generate_rejects_bad_arguments(kwargs, error, match):
+    """Regression: strings, bools and a temperature of 1e-40 used to pass or fail deep inside
+    (``'<' not supported``, ``probability tensor contains inf``); each now names the argument."""
     model = make()
     kwargs = {"max_new_tokens": 3, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         model.generate(rand_ids(1, 5), **kwargs)
 
 
-def test_generate_length_limit_is_prompt_plus_new_tokens():
+def test_generate_length_limit_counts_fed_positions():
+    """Regression (off by one): the last new token is only predicted, never fed, so a prompt of
+    8 with 57 new tokens uses positions 0-63 of 64 and is accepted; 58 is refused."""
     model = make()
-    assert model.generate(rand_ids(1, 60), 4).shape == (1, MAXPOS)
-    with pytest.raises(ValueError, match="sequence length 65 exceeds"):
-        model.generate(rand_ids(1, 60), 5)
+    out = model.generate(rand_ids(1, 8), 57)
+    assert out.shape == (1, 65)
+    assert torch.equal(out[:, :8], rand_ids(1, 8))
+    with pytest.raises(ValueError, match=r"feeds positions up to 64, .* at most 57 new tokens"):
+        model.generate(rand_ids(1, 8), 58)
+    assert model.generate(rand_ids(1, MAXPOS), 1).shape == (1, MAXPOS + 1)
+    with pytest.raises(ValueError, match="feeds positions up to 64"):
+        model.generate(rand_ids(1, MAXPOS), 2)
 
 
-def test_generate_rejects_nan_temperature():
-    with pytest.raises(ValueError, match="temperature"):
-        make().generate(rand_ids(1, 5), 2, temperature=float("nan"))
+def test_generate_with_small_temperature_samples_the_argmax():
+    """A temperature just above the float32 limit samples the greedy token (the shift by the
+    maximum keeps logits / temperature finite)."""
+    model = make()
+    prompt = rand_ids(2, 4)
+    gen = torch.Generator().manual_seed(0)
+    cold = model.generate(prompt, 8, temperature=2e-38, generator=gen)
+    assert torch.equal(cold, model.generate(prompt, 8))
 
 
 def test_gpt_ignores_density_for_kv_plus_g():
@@ -848,17 +993,19 @@ def test_pldrllm_checks_config_type():
 
 
 PADDED = torch.tensor([[5, 0, 7, 0, 9, 11, 12], [0, 0, 3, 4, 0, 6, 8]])
+ALL = torch.ones_like(PADDED)  # attention mask: every token attended to, pad ids included
 
 
 def test_pad_keys_get_zero_attention():
     """Keys at pad tokens (id 0) get exactly zero weight in E, in every layer, for every query
-    row that has a non-pad key to attend to; mask_padding=False gives them positive weight."""
+    row that has a non-pad key to attend to; an all-ones attention_mask gives them positive
+    weight."""
     model = make(num_hidden_layers=2)
     pad = PADDED == 0
     causal = torch.ones(7, 7, dtype=torch.bool).tril()
     with torch.no_grad():
         masked = model(PADDED, output_pldr_attentions=True).pldr_attentions
-        unmasked = model(PADDED, output_pldr_attentions=True, mask_padding=False).pldr_attentions
+        unmasked = model(PADDED, output_pldr_attentions=True, attention_mask=ALL).pldr_attentions
     for b in range(2):
         live = causal & ~pad[b][None, :]  # allowed, non-pad keys
         rows = live.any(dim=1)  # query rows with at least one non-pad key
@@ -879,11 +1026,11 @@ def test_pad_embedding_does_not_reach_other_positions_in_gpt():
     live = PADDED != 0
     with torch.no_grad():
         before = model(PADDED).logits
-        before_unmasked = model(PADDED, mask_padding=False).logits
+        before_unmasked = model(PADDED, attention_mask=ALL).logits
         # (a random change: a constant shift of the row would vanish in the embedding LayerNorm)
         model.decoder.embedding.weight[0] += torch.randn(32, dtype=F64)
         after = model(PADDED).logits
-        after_unmasked = model(PADDED, mask_padding=False).logits
+        after_unmasked = model(PADDED, attention_mask=ALL).logits
     assert (before - after)[live].abs().max() <= 1e-12
     assert (before_unmasked - after_unmasked)[live].abs().max() > 1e-3
 
@@ -906,6 +1053,90 @@ def test_float16_forward_with_padding():
     model = make(GPT, dtype=torch.float16)
     with torch.no_grad():
         assert model(PADDED).logits.isfinite().all()
+
+
+def _greedy_by_full_passes(model, prompt, prompt_mask, n):
+    """Greedy decoding by one full pass per step, with an explicit mask: the prompt's, then ones
+    (generated tokens attended to)."""
+    seq, mask = prompt, prompt_mask
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(seq, attention_mask=mask).logits[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+            mask = torch.cat([mask, torch.ones_like(nxt)], dim=1)
+    return seq
+
+
+# the decoding modes that are exact for each model (see section 7)
+EXACT_MODES = [
+    (GPT, dict(num_hidden_layers=2), 1.5, CACHE_MODES),
+    (PLDRLLM, dict(custom_G_type="random", num_hidden_layers=2), 1.5, CACHE_MODES),
+    (PLDRLLM, {}, 0.5, ("none", "kv")),
+]
+
+
+@pytest.mark.parametrize(("cls", "overrides", "bias", "modes"), EXACT_MODES)
+def test_generated_pad_ids_are_attended_to(cls, overrides, bias, modes):
+    """Regression: a generated token 0 (= pad_token_id) used to be masked as a key by every
+    later step. A bias on token 0 makes the model generate it; every decoding mode now equals
+    greedy full passes that attend to generated tokens, and differs from masking them."""
+    model = make(cls, **overrides)
+    with torch.no_grad():
+        model.final_layer.bias[0] += bias
+    prompt = rand_ids(2, 5)
+    want = _greedy_by_full_passes(model, prompt, torch.ones_like(prompt), 12)
+    assert (want[:, 5:-1] == 0).sum() >= 3  # generated zeros that later steps see
+    for mode in modes:
+        assert torch.equal(model.generate(prompt, 12, cache=mode), want), mode
+    masking_them = prompt
+    with torch.no_grad():
+        for _ in range(12):  # the old behaviour: every id 0 masked, generated ones included
+            nxt = model(masking_them).logits[:, -1].argmax(-1, keepdim=True)
+            masking_them = torch.cat([masking_them, nxt], dim=1)
+    assert not torch.equal(masking_them, want)
+
+
+@pytest.mark.parametrize(("cls", "overrides", "bias", "modes"), EXACT_MODES)
+def test_explicit_mask_equals_default_on_padded_prompt(cls, overrides, bias, modes):
+    """On a prompt with pad ids, attention_mask = (ids != 0) gives the default's logits and
+    tokens in every exact mode; a mask that attends to the pads gives other logits; a mask
+    on a prompt without pad ids blocks those positions all the same."""
+    model = make(cls, **overrides)
+    with torch.no_grad():
+        model.final_layer.bias[0] += bias
+    prompt = PADDED[:, :5]
+    mask = (prompt != 0).long()
+    with torch.no_grad():
+        assert torch.equal(model(prompt).logits, model(prompt, attention_mask=mask).logits)
+        assert torch.equal(model(prompt).logits, model(prompt, attention_mask=mask.bool()).logits)
+        assert not torch.allclose(
+            model(prompt).logits, model(prompt, attention_mask=torch.ones_like(mask)).logits
+        )
+    want = _greedy_by_full_passes(model, prompt, mask, 10)
+    for mode in modes:
+        assert torch.equal(model.generate(prompt, 10, cache=mode), want), mode
+        assert torch.equal(model.generate(prompt, 10, cache=mode, attention_mask=mask), want)
+    other = rand_ids(2, 5)
+    other_mask = torch.tensor([[1, 0, 1, 1, 1], [0, 1, 1, 0, 1]])
+    want = _greedy_by_full_passes(model, other, other_mask, 10)
+    for mode in modes:
+        assert torch.equal(model.generate(other, 10, cache=mode, attention_mask=other_mask), want)
+
+
+def test_forward_with_caches_attends_to_new_tokens_by_default():
+    """With caches and no mask, new tokens are attended to whatever their id (the reference's
+    cached steps pass no mask); an explicit mask still blocks them."""
+    model = make(GPT, num_hidden_layers=2)
+    prompt = rand_ids(1, 4)
+    zero = torch.zeros(1, 1, dtype=torch.long)
+    with torch.no_grad():
+        caches = model(prompt, cache_mode="kv").caches
+        step = model(zero, caches=caches, cache_mode="kv", output_pldr_attentions=True)
+        assert step.pldr_attentions[0].E[0, :, 0, -1].min() > 0
+        masked = model(
+            zero, caches=caches, cache_mode="kv", attention_mask=zero, output_pldr_attentions=True
+        )
+        assert (masked.pldr_attentions[0].E[0, :, 0, -1] == 0).all()
 
 
 # ---------------------------------------------------------------------------------------------

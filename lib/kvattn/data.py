@@ -42,7 +42,8 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
     FileNotFoundError
         A path that does not exist.
     ValueError
-        An empty corpus, or a non-positive ``max_chars``.
+        An empty corpus, a file that is not UTF-8 (naming the path), or a non-positive
+        ``max_chars``.
     """
     if max_chars is not None and max_chars <= 0:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
@@ -71,7 +72,13 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
             raise FileNotFoundError(
                 f"no text file at {path}; source must be 'pydoc', 'stdlib' or a path"
             )
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path} is not UTF-8 text: byte {err.object[err.start]:#04x} at offset "
+                f"{err.start} ({err.reason})"
+            ) from None
     if not text.strip():
         raise ValueError(f"the corpus {source!r} is empty")
     return text if max_chars is None else text[:max_chars]

@@ -1,29 +1,57 @@
-"""Text generation from a checkpoint: ``python -m kvattn.generate --checkpoint DIR --prompt TEXT``.
+"""Text generation from a checkpoint: ``python -m kvattn.generate --checkpoint DIR --prompt TEXT``
+(or ``--prompt-file FILE``, a UTF-8 text file).
 
 The checkpoint folder (or hub id) holds ``config.json``, ``model.safetensors`` and the
 SentencePiece ``tokenizer.model``, as written by ``python -m kvattn.train`` and as published
 PLDR-LLM repositories ship them. Prompts are encoded as the reference does for generation: no
-[START], and no [END] after the prompt.
+[START], and no [END] after the prompt. The command exits with status 1 and a one-line message
+for bad input (an empty prompt, a tokenizer from another run, a file that is not UTF-8) and for
+a model that produces NaN or infinite logits.
 """
 
 from __future__ import annotations
 
 import argparse
+import numbers
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
 
-from .checkpoint import load_pretrained, resolve_checkpoint
-from .pldr import CACHE_MODES
+from .checkpoint import load_pretrained, read_config, resolve_checkpoint
+from .data import load_text
+from .pldr import CACHE_MODES, check_decoding_args
 
 
 def load_tokenizer(directory: str | Path) -> spm.SentencePieceProcessor:
-    """The SentencePiece tokenizer saved beside a checkpoint (``tokenizer.model``)."""
+    """The SentencePiece tokenizer saved beside a checkpoint (``tokenizer.model``).
+
+    Raises ``FileNotFoundError`` when there is none, ``ValueError`` (naming the file) when it is
+    not a SentencePiece model.
+    """
     path = Path(directory) / "tokenizer.model"
     if not path.exists():
         raise FileNotFoundError(f"{directory} has no tokenizer.model")
-    return spm.SentencePieceProcessor(model_proto=path.read_bytes())
+    try:
+        return spm.SentencePieceProcessor(model_proto=path.read_bytes())
+    except RuntimeError as err:
+        raise ValueError(f"{path} is not a SentencePiece model: {err}") from None
+
+
+def check_tokenizer(tokenizer: spm.SentencePieceProcessor, vocab_size: int, where: Path) -> None:
+    """Refuse a tokenizer whose vocabulary differs from the model's ``vocab_size``.
+
+    A tokenizer from another run encodes to ids the model does not have, or cannot decode the
+    ids the model emits (SentencePiece's "piece id is out of range"). ``where`` is the checkpoint
+    folder, named in the ``ValueError``.
+    """
+    pieces = tokenizer.get_piece_size()
+    if pieces != vocab_size:
+        raise ValueError(
+            f"{Path(where) / 'tokenizer.model'} has {pieces} pieces but the model's vocab_size "
+            f"in {Path(where) / 'config.json'} is {vocab_size}: the tokenizer comes from "
+            "another run"
+        )
 
 
 def generate_text(
@@ -40,17 +68,52 @@ def generate_text(
     """Load ``checkpoint`` and continue ``prompt``; returns the prompt and its continuation.
 
     ``cache`` is a decoding mode of :meth:`kvattn.pldr.DecoderLM.generate` (``"none"``, ``"kv"``,
-    ``"kv+g"``). Raises ``ValueError`` for an empty prompt.
+    ``"kv+g"``); decoding stops early when the model emits [END]. Every argument is checked
+    before anything is loaded.
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type (numbers given as strings, bools as numbers, a prompt
+        that is not a str).
+    ValueError
+        An empty or whitespace-only prompt, or one that encodes to no tokens; a prompt that is
+        not valid Unicode (undecodable bytes); decoding arguments out of range (see
+        :func:`kvattn.pldr.check_decoding_args`); a tokenizer whose vocabulary does not match
+        the model's ``vocab_size``; NaN or infinite logits.
+    FileNotFoundError
+        No checkpoint or no ``tokenizer.model``.
     """
-    if not prompt:
-        raise ValueError("the prompt is empty; give at least one character of text")
+    if not isinstance(checkpoint, str | Path):
+        raise TypeError(f"checkpoint must be a str or Path, got {type(checkpoint).__name__}")
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device must be None or a str such as 'cpu', got {device!r}")
+    check_decoding_args(max_new_tokens, cache, temperature, top_p)
+    if not prompt.strip():
+        raise ValueError(f"the prompt is empty or only whitespace ({prompt!r}); give some text")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"the prompt is not valid text ({err.reason} at character {err.start}): it holds "
+            "bytes that were not UTF-8"
+        ) from None
     directory = resolve_checkpoint(checkpoint)
-    model = load_pretrained(directory, device=device)
+    _, config = read_config(directory)
     tokenizer = load_tokenizer(directory)
-    ids = torch.tensor([tokenizer.encode(prompt)], device=next(model.parameters()).device)
-    generator = torch.Generator(device=ids.device).manual_seed(seed)
+    check_tokenizer(tokenizer, config.vocab_size, directory)
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError(f"the prompt {prompt!r} encodes to no tokens")
+    model = load_pretrained(directory, device=device)
+    input_ids = torch.tensor([ids], device=next(model.parameters()).device)
+    generator = torch.Generator(device=input_ids.device).manual_seed(seed)
     out = model.generate(
-        ids,
+        input_ids,
         max_new_tokens,
         cache=cache,
         temperature=temperature,
@@ -62,9 +125,12 @@ def generate_text(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status (1 with a message on bad input)."""
     parser = argparse.ArgumentParser(prog="python -m kvattn.generate", description=__doc__)
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder or hub id")
-    parser.add_argument("--prompt", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt")
+    source.add_argument("--prompt-file", type=Path, help="read the prompt from a UTF-8 file")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--cache", choices=CACHE_MODES, default="kv")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -72,10 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None)
     args = parser.parse_args(argv)
-    print(
-        generate_text(
+    try:
+        prompt = args.prompt if args.prompt_file is None else load_text(args.prompt_file)
+        text = generate_text(
             args.checkpoint,
-            args.prompt,
+            prompt,
             max_new_tokens=args.max_new_tokens,
             cache=args.cache,
             temperature=args.temperature,
@@ -83,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             device=args.device,
         )
-    )
+    except (ValueError, FileNotFoundError) as err:
+        parser.exit(1, f"{parser.prog}: error: {err}\n")
+    print(text)
     return 0
 
 

@@ -41,6 +41,7 @@ Two deliberate additions, both off by default and marked as deviations:
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -353,11 +354,23 @@ class DeductiveOutputs:
     E: Tensor | None = None
 
 
+def random_G(num_heads: int, d_k: int) -> Tensor:
+    """The initial G_LM of a ``custom_G_type="random"`` model: ``[num_heads, d_k, d_k]`` entries
+    drawn i.i.d. from N(0, 1) with the global torch generator.
+
+    Source: the HF port's ``PldrllmModel.G_values_init`` (``torch.randn``; transformers @
+    ``a28acc8``, ``modeling_pldrllm.py``). The native code's predefined file named
+    ``RANDOM_NORMAL`` (KVG ``src/ablation/predefined-G_LM``) holds U[0, 1) values instead
+    (pldr-spec §3, §7.11); this follows the port, whose ``custom_G_type`` field it shares.
+    """
+    return torch.randn(num_heads, d_k, d_k)
+
+
 @dataclass
 class LayerCache:
     """Decoding state of one attention layer: post-RoPE keys and values ``[B, H, T, d_k]``, the
-    running density Σ q qᵀ ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode
-    ``"kv+g"``)."""
+    key mask ``padding`` (bool ``[B, T]``, True at blocked keys), the running density Σ q qᵀ
+    ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode ``"kv+g"``)."""
 
     k: Tensor
     v: Tensor
@@ -376,7 +389,8 @@ class Attention(nn.Module):
 
     Input ``[B, S, d]``; q, k, v projections with biases (``wq, wk, wv``), RoPE on q and k,
     output projection ``dense``. ``kind="plga"`` builds G_LM from the density as in the module
-    docstring; ``"constant_g"`` uses a fixed buffer ``G_LM [H, d_k, d_k]``; ``"sdpa"`` is G_LM = I.
+    docstring; ``"constant_g"`` uses a fixed buffer ``G_LM [H, d_k, d_k]`` (identity, or
+    :func:`random_G` for ``custom_G_type="random"``); ``"sdpa"`` is G_LM = I.
     """
 
     def __init__(self, cfg: PLDRConfig, kind: str):
@@ -399,7 +413,7 @@ class Attention(nn.Module):
             self.plgatt_layer = PowerLawGraph(cfg)
         elif kind == "constant_g":
             if cfg.custom_G_type == "random":
-                G = torch.rand(H, d_k, d_k)  # U[0, 1), as the reference's "RANDOM_NORMAL" file
+                G = random_G(H, d_k)
             else:
                 G = torch.eye(d_k).expand(H, d_k, d_k).clone()
             self.register_buffer("G_LM", G)
@@ -428,7 +442,8 @@ class Attention(nn.Module):
     ) -> tuple[Tensor, LayerCache | None, DeductiveOutputs | None]:
         """Attention output ``[B, S, d]``, the updated cache and (if asked) deductive outputs.
 
-        ``key_padding``: bool ``[B, S_total]``, True at pad tokens (blocked as keys).
+        ``key_padding``: bool ``[B, S_total]``, True at keys to block (padding); the published
+        density still sums over every query, padded ones included, as the reference does.
         ``cache_mode``: None (no cache), ``"kv"`` or ``"kv+g"``; with a cache, x holds only the
         new tokens.
         """
@@ -462,9 +477,9 @@ class Attention(nn.Module):
             # reference would spread it uniformly over every key, future ones included, which
             # makes earlier positions depend on later tokens.
             mask = torch.where(padded.any(-1, keepdim=True), padded, mask)
-        if need_outputs or key_padding is not None:
-            # Explicit softmax when the weights E are wanted, or when padding could block a whole
-            # row (SDPA would return NaN there). Blocked logits get the reference's −1e9.
+        if need_outputs:
+            # Explicit softmax when the weights E are wanted; blocked logits get the reference's
+            # −1e9. Otherwise SDPA: no row is fully blocked (see above), so it cannot return NaN.
             scores = (qg @ k.transpose(-1, -2)) / math.sqrt(self.cfg.d_k)
             scores = scores.masked_fill(~mask, max(MASK_VALUE, torch.finfo(scores.dtype).min))
             low = scores.dtype in (torch.float16, torch.bfloat16)  # softmax in float32 for those
@@ -605,65 +620,144 @@ class DecoderLM(nn.Module):
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight)
 
-    def _check_ids(self, ids: Tensor, offset: int = 0) -> None:
-        if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError("expected token ids as an int64 tensor of shape (batch, sequence)")
-        if ids.ndim != 2 or ids.shape[1] == 0:
+    def _check_inputs(
+        self, input_ids: Tensor, attention_mask: Tensor | None, offset: int, new_tokens: int = 0
+    ) -> None:
+        """Types, shapes and the position limit (no host sync), then the values of the ids and
+        the mask together (one host sync). ``offset``: tokens already cached; ``new_tokens``:
+        tokens :meth:`generate` will add (the last one is never fed to the model)."""
+        if not isinstance(input_ids, Tensor) or input_ids.dtype not in (torch.int64, torch.int32):
+            got = input_ids.dtype if isinstance(input_ids, Tensor) else type(input_ids).__name__
+            raise TypeError(f"input_ids must be an int64 (or int32) tensor of token ids, got {got}")
+        if input_ids.ndim != 2 or 0 in input_ids.shape:
             raise ValueError(
-                f"expected token ids of shape (batch, sequence >= 1), got {tuple(ids.shape)}"
+                "input_ids must have shape (batch >= 1, sequence >= 1), got "
+                f"{tuple(input_ids.shape)}"
             )
-        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+        limit, S = self.config.max_position_embeddings, input_ids.shape[1]
+        if offset + S > limit:
             raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}), got "
-                f"min {int(ids.min())}, max {int(ids.max())}"
+                f"sequence length {offset + S} exceeds max_position_embeddings = {limit}"
             )
-        if offset + ids.shape[1] > self.config.max_position_embeddings:
+        if new_tokens and S + new_tokens - 1 > limit:
             raise ValueError(
-                f"sequence length {offset + ids.shape[1]} exceeds "
-                f"max_position_embeddings = {self.config.max_position_embeddings}"
+                f"a prompt of {S} tokens with max_new_tokens={new_tokens} feeds positions up to "
+                f"{S + new_tokens - 2}, beyond max_position_embeddings = {limit}; at most "
+                f"{limit - S + 1} new tokens fit"
             )
+        bad = ((input_ids < 0) | (input_ids >= self.config.vocab_size)).any()
+        if attention_mask is not None:
+            if not isinstance(attention_mask, Tensor) or (
+                attention_mask.dtype != torch.bool
+                and (attention_mask.is_floating_point() or attention_mask.is_complex())
+            ):
+                got = (
+                    attention_mask.dtype
+                    if isinstance(attention_mask, Tensor)
+                    else type(attention_mask).__name__
+                )
+                raise TypeError(f"attention_mask must be a bool or integer tensor, got {got}")
+            if attention_mask.shape != input_ids.shape:
+                raise ValueError(
+                    f"attention_mask must have the shape of input_ids {tuple(input_ids.shape)}, "
+                    f"got {tuple(attention_mask.shape)}"
+                )
+            if attention_mask.device != input_ids.device:
+                raise ValueError(
+                    f"attention_mask is on {attention_mask.device}, input_ids on {input_ids.device}"
+                )
+            if attention_mask.dtype != torch.bool:
+                bad = bad | ((attention_mask != 0) & (attention_mask != 1)).any()
+        if bool(bad):
+            lo, hi = int(input_ids.min()), int(input_ids.max())
+            if lo < 0 or hi >= self.config.vocab_size:
+                raise ValueError(
+                    f"token ids must lie in [0, {self.config.vocab_size}), got min {lo}, max {hi}"
+                )
+            values = sorted(set(attention_mask.unique().tolist()) - {0, 1})
+            raise ValueError(f"attention_mask must hold only 0 and 1, got also {values[:5]}")
+
+    def _default_padding(self, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+        # True = blocked key. Without a mask the reference's rule: pad_token_id is padding.
+        if attention_mask is not None:
+            return attention_mask == 0
+        return input_ids == self.config.pad_token_id
 
     def forward(
         self,
         input_ids: Tensor,
         *,
+        attention_mask: Tensor | None = None,
         caches: list[LayerCache | None] | None = None,
         cache_mode: str | None = None,
         output_pldr_attentions: bool = False,
-        mask_padding: bool = True,
     ) -> CausalLMOutput:
-        """Logits for ``input_ids [B, S]`` (int64).
+        """Logits ``[B, S, V]`` for ``input_ids [B, S]`` (int64 or int32, ids in [0, V)).
 
         Parameters
         ----------
+        attention_mask:
+            ``[B, S]``, bool or integer, 1 (True) = attend, 0 = padding: a padded token is never
+            attended to as a key (a query whose causal keys are all padding keeps them, so no
+            row is empty). ``None`` (default): without ``caches``, tokens equal to
+            ``pad_token_id`` (0) are padding, as the native reference's ``create_masks``
+            (``token == 0``); with ``caches``, every new token is attended to, as the
+            reference's cached decoding steps (mask ``None``). The HF port masks only through
+            its ``attention_mask`` (pldr-spec §1.6, §9). With ``caches``, the mask covers the
+            new tokens; the earlier ones keep the mask they were given.
         caches, cache_mode:
             For incremental decoding (see :meth:`generate`): ``cache_mode`` ``"kv"`` or
             ``"kv+g"`` returns per-layer caches; passing them back processes only new tokens.
         output_pldr_attentions:
             Also return every layer's :class:`DeductiveOutputs`.
-        mask_padding:
-            Block ``pad_token_id`` tokens as keys, as the reference does.
+
+        Raises
+        ------
+        TypeError
+            Ids or a mask of the wrong type or dtype; flags that are not bools.
+        ValueError
+            Wrong shapes (a batch of 0 included), ids outside [0, V), mask values other than
+            0 and 1, sequences beyond ``max_position_embeddings``. Checking the values costs
+            one host sync; :meth:`generate` checks once per call, not per step.
         """
-        offset = caches[0].length if caches else 0
-        self._check_ids(input_ids, offset)
+        if cache_mode is not None and not isinstance(cache_mode, str):
+            raise TypeError(f"cache_mode must be None or a str, got {type(cache_mode).__name__}")
         if cache_mode is not None and cache_mode not in ("kv", "kv+g"):
             raise ValueError(f"cache_mode must be None, 'kv' or 'kv+g', got {cache_mode!r}")
         if cache_mode == "kv+g" and self.kind == "plga" and self.config.density == "prefix":
             raise ValueError("the 'kv+g' cache freezes one G per layer; it needs density='block'")
-        pad = (input_ids == self.config.pad_token_id) & mask_padding
+        if not isinstance(output_pldr_attentions, bool):
+            raise TypeError(
+                "output_pldr_attentions must be a bool, got "
+                f"{type(output_pldr_attentions).__name__}"
+            )
+        if caches is not None and (
+            not isinstance(caches, list) or len(caches) != self.config.num_hidden_layers
+        ):
+            raise TypeError(
+                f"caches must be None or the list of {self.config.num_hidden_layers} layer "
+                "caches a previous forward returned"
+            )
+        offset = caches[0].length if caches else 0
+        self._check_inputs(input_ids, attention_mask, offset)
+        if attention_mask is None and caches:
+            padding = torch.zeros_like(input_ids, dtype=torch.bool)
+        else:
+            padding = self._default_padding(input_ids, attention_mask)
+        return self._forward(input_ids, padding, caches, cache_mode, output_pldr_attentions)
+
+    def _forward(self, input_ids, padding, caches, cache_mode, need_outputs) -> CausalLMOutput:
+        # Unchecked forward: ``padding`` [B, S] is True at new keys to block.
         if caches:
-            pad = torch.cat([caches[0].padding, pad], dim=1)
-        key_padding = pad if bool(pad.any()) else None
-        h, new_caches, outputs = self.decoder(
-            input_ids, key_padding, caches, cache_mode, output_pldr_attentions
-        )
+            padding = torch.cat([caches[0].padding, padding], dim=1)
+        h, new_caches, outputs = self.decoder(input_ids, padding, caches, cache_mode, need_outputs)
         if cache_mode is not None:
             for c in new_caches:
-                c.padding = pad
+                c.padding = padding
         return CausalLMOutput(
             logits=self.final_layer(h),
             caches=new_caches if cache_mode is not None else None,
-            pldr_attentions=outputs if output_pldr_attentions else None,
+            pldr_attentions=outputs if need_outputs else None,
         )
 
     def num_parameters(self) -> int:
@@ -684,6 +778,7 @@ class DecoderLM(nn.Module):
         input_ids: Tensor,
         max_new_tokens: int,
         *,
+        attention_mask: Tensor | None = None,
         use_cache: bool = True,
         cache: str | None = None,
         temperature: float = 0.0,
@@ -707,58 +802,137 @@ class DecoderLM(nn.Module):
           per layer and later tokens skip the metric learner. It equals ``"none"`` only when G_LM
           does not depend on the input (the inference-collapse condition).
 
-        ``temperature = 0`` is greedy; otherwise sampling with nucleus ``top_p``.
+        ``attention_mask [B, S]`` (1 = attend, 0 = padding) masks prompt keys; without it, prompt
+        tokens equal to ``pad_token_id`` are padding (the native reference's rule, see
+        :meth:`forward`). Generated tokens are never masked, whatever their id: the reference's
+        cached steps pass no mask and the HF port extends the mask with ones (pldr-spec §3, §9).
+
+        ``temperature = 0`` is greedy; otherwise sampling with nucleus ``top_p`` from
+        softmax(logits / temperature), which needs temperature >= the smallest normal float32
+        (about 1.2e-38). The last fed position is S + n − 2 (the last token is only
+        predicted), so S + n − 1 <= ``max_position_embeddings``. ``stop_at_eos`` stops once
+        every row emits ``eos_token_id`` at the same step (one host sync per step).
+
+        Host syncs: one to check the prompt's ids and mask, one for the finiteness of the
+        prompt pass's logits and one at the end, whatever n (plus the ``stop_at_eos`` checks).
+
+        Raises ``TypeError``/``ValueError`` for bad arguments (see :meth:`forward`), and
+        ``ValueError`` when the model produces NaN or infinite logits (e.g. NaN weights).
         """
+        check_decoding_args(max_new_tokens, cache, temperature, top_p)
+        for name, flag in (("use_cache", use_cache), ("stop_at_eos", stop_at_eos)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+            )
         if cache is None:
             cache = "kv" if use_cache else "none"
-        if cache not in CACHE_MODES:
-            raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
-        if (
-            isinstance(max_new_tokens, bool)
-            or not isinstance(max_new_tokens, int)
-            or (max_new_tokens < 0)
-        ):
-            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
-        if not (math.isfinite(temperature) and temperature >= 0 and 0 < top_p <= 1):
-            raise ValueError(
-                f"need a finite temperature >= 0 and 0 < top_p <= 1, got "
-                f"temperature={temperature}, top_p={top_p}"
-            )
-        self._check_ids(input_ids, max_new_tokens)
+        self._check_inputs(input_ids, attention_mask, 0, max_new_tokens)
+        if cache == "kv+g" and self.kind == "plga" and self.config.density == "prefix":
+            raise ValueError("the 'kv+g' cache freezes one G per layer; it needs density='block'")
+        padding = self._default_padding(input_ids, attention_mask)
         was_training = self.training
         self.eval()
         try:
             return self._decode(
-                input_ids, max_new_tokens, cache, temperature, top_p, generator, stop_at_eos
+                input_ids,
+                padding,
+                max_new_tokens,
+                cache,
+                temperature,
+                top_p,
+                generator,
+                stop_at_eos,
             )
         finally:
             self.train(was_training)
 
     def _decode(
-        self, input_ids, max_new_tokens, cache, temperature, top_p, generator, stop_at_eos
+        self, ids, padding, max_new_tokens, cache, temperature, top_p, generator, stop_at_eos
     ) -> Tensor:
-        ids = input_ids
         caches = None
-        for _ in range(max_new_tokens):
+        attend = torch.zeros_like(padding[:, :1])  # a generated token: never padding
+        finite = []  # per step, a 0-d bool tensor: no host sync until the end
+        for step in range(max_new_tokens):
             if cache == "none":
-                logits = self(ids).logits[:, -1]
+                logits = self._forward(ids, padding, None, None, False).logits[:, -1]
+                padding = torch.cat([padding, attend], dim=1)
             elif caches is None:
-                out = self(ids, cache_mode=cache)
+                out = self._forward(ids, padding, None, cache, False)
                 logits, caches = out.logits[:, -1], out.caches
             else:
-                out = self(ids[:, -1:], caches=caches, cache_mode=cache)
+                out = self._forward(ids[:, -1:], attend, caches, cache, False)
                 logits, caches = out.logits[:, -1], out.caches
+            finite.append(logits.isfinite().all())
+            if step == 0:
+                # the prompt pass shows broken weights at once, before any more work
+                self._check_finite(finite)
             nxt = _choose(logits, temperature, top_p, generator)
             ids = torch.cat([ids, nxt], dim=1)
             if stop_at_eos and bool((nxt == self.config.eos_token_id).all()):
                 break
+        self._check_finite(finite)
         return ids
+
+    def _check_finite(self, finite: list[Tensor]) -> None:
+        if not finite or bool(torch.stack(finite).all()):
+            return
+        step = int((~torch.stack(finite)).nonzero()[0, 0])
+        broken = sum(int((~p.isfinite()).sum()) for p in self.parameters())
+        raise ValueError(
+            f"the model produced NaN or infinite logits at decoding step {step} "
+            f"({broken} of its {self.num_parameters()} parameters are not finite); "
+            "check the checkpoint"
+        )
+
+
+#: The smallest sampling temperature, the smallest normal float32 (the sampler's precision).
+MIN_TEMPERATURE = torch.finfo(torch.float32).tiny
+
+
+def check_decoding_args(
+    max_new_tokens: int, cache: str | None, temperature: float, top_p: float
+) -> None:
+    """Check the decoding arguments of :meth:`DecoderLM.generate` (and of
+    :func:`kvattn.generate.generate_text`, before it loads anything).
+
+    ``max_new_tokens``: an int >= 0; ``cache``: None or one of :data:`CACHE_MODES`;
+    ``temperature``: a real number, 0 (greedy) or in [:data:`MIN_TEMPERATURE`, ∞);
+    ``top_p``: a real number in (0, 1]. Raises ``TypeError`` for a wrong type (strings, and
+    bools where numbers are expected, are never converted), ``ValueError`` for a wrong value.
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral):
+        raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens}")
+    if cache is not None and not isinstance(cache, str):
+        raise TypeError(f"cache must be None or a str, got {cache!r}")
+    if cache is not None and cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {value!r}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"need a finite temperature >= 0, got temperature={temperature}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"temperature={temperature} is below the smallest normal float32, "
+            f"{MIN_TEMPERATURE:.3g}, the sampler's precision; "
+            "use temperature=0 for greedy decoding"
+        )
+    if not 0 < top_p <= 1:
+        raise ValueError(f"need 0 < top_p <= 1, got top_p={top_p}")
 
 
 def _choose(logits: Tensor, temperature: float, top_p: float, generator) -> Tensor:
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    # Non-finite logits are reported after decoding (no per-step sync); until then they must
+    # not crash the sampler. Shifting by the maximum first keeps a tiny temperature finite.
+    logits = logits.float().nan_to_num()
+    probs = torch.softmax((logits - logits.amax(-1, keepdim=True)) / temperature, dim=-1)
     if top_p < 1:
         sorted_p, order = probs.sort(dim=-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < top_p
@@ -802,17 +976,28 @@ def constant_g_from(model: PLDRLLM, G: list[Tensor]) -> PLDRLLM:
 
     This is the G ablation of the papers (v510G/v510Gi): every weight outside the metric learner
     and the PLGA tensors transfers; ``G`` is typically the G_LM a trained model produces.
+
+    Raises ``TypeError`` when ``model`` is not a :class:`PLDRLLM` or ``G`` is not a list of
+    floating-point tensors, ``ValueError`` for a wrong number of layers or a wrong shape; both
+    before the new model is built.
     """
+    if not isinstance(model, PLDRLLM):
+        raise TypeError(f"model must be a PLDRLLM, got {type(model).__name__}")
+    if not isinstance(G, list | tuple) or not all(
+        isinstance(g, Tensor) and g.is_floating_point() for g in G
+    ):
+        raise TypeError("G must be a list of floating-point tensors, one G_LM per layer")
     cfg = PLDRConfig.from_dict({**model.config.to_dict(), "custom_G_type": "external"})
     if len(G) != cfg.num_hidden_layers:
         raise ValueError(f"need one G_LM per layer ({cfg.num_hidden_layers}), got {len(G)}")
+    expected = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
+    for i, g in enumerate(G):
+        if tuple(g.shape) != expected:
+            raise ValueError(f"G_LM of layer {i} must have shape {expected}, got {tuple(g.shape)}")
     reference = next(model.parameters())
     new = PLDRLLM(cfg).to(device=reference.device, dtype=reference.dtype)
     state = {k: v for k, v in model.state_dict().items() if k in new.state_dict()}
     for i, g in enumerate(G):
-        expected = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
-        if tuple(g.shape) != expected:
-            raise ValueError(f"G_LM of layer {i} must have shape {expected}, got {tuple(g.shape)}")
         state[f"decoder.dec_layers.{i}.mha1.G_LM"] = g.detach().to(new.final_layer.weight)
     new.load_state_dict(state)
     return new
