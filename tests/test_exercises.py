@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import signal
+import threading
 import time
 from collections import Counter
 
@@ -169,6 +170,18 @@ def test_the_time_limit_keeps_an_outer_alarm():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_check_runs_without_a_time_limit_outside_the_main_thread():
+    """SIGALRM handlers can only be installed from the main thread: elsewhere there is no limit
+    (as the docstring says) rather than a ValueError from the signal module."""
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(check("kv_memory", EXERCISES["kv_memory"].reference))
+    )
+    worker.start()
+    worker.join(timeout=300)
+    assert [r.n_cases for r in results] == [6]
 
 
 def test_odd_results_get_a_clear_message():
