@@ -76,7 +76,7 @@ def test_mismatched_lengths_raise_instead_of_dropping_points():
     B = torch.randn(2, 3, 3)
     with pytest.raises(ValueError, match=r"feature_names has length 2, expected 3"):
         figures.interaction_explorer(B, ["a", "b"], ["o", "p"])
-    with pytest.raises(ValueError, match=r"output_names has length 1, expected 2"):
+    with pytest.raises(ValueError, match=r"output_names has length 1, expected 2 \(one per B_o\)"):
         figures.interaction_explorer(B, ["a", "b", "c"], ["o"])
     with pytest.raises(ValueError, match=r"target has shape \(2, 4, 4\), expected \(2, 3, 3\)"):
         figures.interaction_explorer(B, ["a", "b", "c"], ["o", "p"], torch.zeros(2, 4, 4))
@@ -120,8 +120,16 @@ def test_non_finite_and_out_of_domain_values_raise():
         figures.points_with_errors(["a"], [1.0], [-0.1], title="t", yaxis="y")
     with pytest.raises(TypeError, match=r"series 'a' must hold numbers, got a string 'abc'"):
         figures.line_plot([1, 2, 3], {"a": "abc"}, **LINE)
-    with pytest.raises(ValueError, match=r"densities\[4\] must be square \(d_k, d_k\), got"):
+    with pytest.raises(
+        ValueError, match=r"densities\[4\] has shape \(4, 2\), expected square matrices"
+    ):
         figures.twirl_explorer({4: torch.zeros(4, 2)})
+    with pytest.raises(ValueError, match=r"^output_names is empty: nothing to show$"):
+        figures.interaction_explorer(torch.zeros(0, 3, 3), ["a", "b", "c"], [])
+    with pytest.raises(ValueError, match=r"^B has shape \(2, 3, 4\), expected square matrices"):
+        figures.interaction_explorer(torch.zeros(2, 3, 4), ["a", "b", "c"], ["o", "p"])
+    with pytest.raises(ValueError, match=r"^B is a meta tensor: it has a shape but no values"):
+        figures.interaction_explorer(torch.zeros(1, 3, 3, device="meta"), ["a", "b", "c"], ["o"])
 
 
 def test_out_of_range_numbers_and_choices_raise():

@@ -115,11 +115,15 @@ def _require_array(
     *,
     positive: bool = False,
     nonnegative: bool = False,
+    square: bool = False,
 ) -> np.ndarray:
     """``values`` (a tensor or nested sequence of numbers) as a finite float array of ``shape``
     (an int: that many dimensions, any sizes); ``per`` says what sets the expected sizes.
-    ``positive`` is for logarithmic axes, ``nonnegative`` for error bars."""
+    ``positive`` is for logarithmic axes, ``nonnegative`` for error bars, ``square`` for
+    matrices in the last two axes."""
     if isinstance(values, torch.Tensor):
+        if values.device.type == "meta":
+            raise ValueError(f"{name} is a meta tensor: it has a shape but no values to draw")
         array = values.detach().cpu().to(torch.float64).numpy()
     elif isinstance(values, str | bytes):
         raise TypeError(f"{name} must hold numbers, got a string {values!r}")
@@ -136,6 +140,10 @@ def _require_array(
         if ndim == 1:
             raise ValueError(f"{name} has {array.size} values, expected {shape[0]}{why}")
         raise ValueError(f"{name} has shape {array.shape}, expected {shape}{why}")
+    if square and (0 in array.shape[-2:] or array.shape[-1] != array.shape[-2]):
+        raise ValueError(
+            f"{name} has shape {array.shape}, expected square matrices (last two axes)"
+        )
     for bad, what in (
         (~np.isfinite(array), "finite"),
         (array <= 0 if positive else None, "positive on a logarithmic axis"),
@@ -650,12 +658,10 @@ def interaction_explorer(
     does not have d entries, ``output_names`` does not have n_out, or ``target`` has another
     shape than ``B``.
     """
-    matrices = _require_array("B", B, 3)
-    n_out, d, d2 = matrices.shape
-    if d != d2 or n_out == 0:
-        raise ValueError(f"B must have shape (n_out ≥ 1, d, d), got {matrices.shape}")
+    matrices = _require_array("B", B, 3, square=True)
+    n_out, d, _ = matrices.shape
     _require_length("feature_names", feature_names, d, "row of B_o")
-    _require_length("output_names", output_names, n_out, "output B_o")
+    _require_length("output_names", _require_items("output_names", output_names), n_out, "B_o")
     if target is not None:
         _require_array("target", target, matrices.shape, "the shape of B")
     from .interaction import eigendecompose, symmetrise
@@ -866,9 +872,7 @@ def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = Tr
     _require_items("densities", densities, container=Mapping)
     for S, A in densities.items():
         _require_number("sequence length S", S, 1, integer=True)
-        n = _require_array(f"densities[{S}]", A, 2).shape
-        if n[0] != n[1]:
-            raise ValueError(f"densities[{S}] must be square (d_k, d_k), got shape {n}")
+        _require_array(f"densities[{S}]", A, 2, square=True)
     from .diagnostics import commutant_projection, commutant_residual
 
     lengths = list(densities)

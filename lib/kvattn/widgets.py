@@ -238,8 +238,8 @@ def interaction_explorer(
         if inputs is None:
             raise ValueError("a gated layer's interaction matrix depends on x: pass inputs")
         shape = _require_array("inputs", inputs, 2).shape
-        if shape[0] == 0 or shape[1] != module.d_model:
-            raise ValueError(f"inputs must have shape (n ≥ 1, {module.d_model}), got {shape}")
+        if shape[1] != module.d_model:
+            raise ValueError(f"inputs must have shape (n, {module.d_model}), got {shape}")
         x_box = widgets.IntSlider(
             value=0, min=0, max=len(inputs) - 1, description="input x", continuous_update=False
         )
