@@ -4,6 +4,9 @@ its explanation, and their references agree with independent implementations."""
 from __future__ import annotations
 
 import math
+import signal
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -58,9 +61,15 @@ def test_a_crashing_solution_names_the_case_and_the_error():
 def test_wrong_shape_and_type_are_reported():
     with pytest.raises(ExerciseFailed, match=r"expected shape \(5, 6\), got \(6, 5\)"):
         check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).T)
-    with pytest.raises(ExerciseFailed, match=r"expected a torch\.Tensor, got list"):
+    with pytest.raises(
+        ExerciseFailed, match=r"expected a torch\.Tensor of shape \(5, 6\), got list of 5 items"
+    ):
         check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).tolist())
-    with pytest.raises(ExerciseFailed, match="expected a number, got tensor of shape"):
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"expected a number \(a Python float or a 0-d tensor\), got tensor of shape "
+        r"\(3, 4, 4\)",
+    ):
         check("order_parameter", lambda a, b: (a - b).pow(2))
     with pytest.raises(ExerciseFailed, match="NaN or infinite"):
         check("kv_memory", lambda x, K, V: F.relu(x @ K.T) @ V / 0.0)
@@ -86,8 +95,141 @@ def test_in_place_modification_is_refused():
         B.add_(B.transpose(-1, -2).clone()).mul_(0.5)
         return B.clone()
 
-    with pytest.raises(ExerciseFailed, match="modified one of its input tensors in place"):
+    with pytest.raises(
+        ExerciseFailed, match=r"modified its input \(argument 1, tensor of shape \(4, 4\)\)"
+    ):
         check("symmetrise", sneaky)
+
+
+def test_modifying_an_input_list_is_refused():
+    """The in-place check covered tensors only: sorting or appending to a list input passed."""
+    reference = EXERCISES["paired_t"].reference
+
+    def sorts_in_place(a, b):
+        result = reference(a, b)
+        b.sort()
+        return result
+
+    def appends(a, b):
+        result = reference(a, b)
+        a.append(0.0)
+        return result
+
+    with pytest.raises(ExerciseFailed, match=r"modified its input \(argument 2\[0\], list of 6"):
+        check("paired_t", sorts_in_place)
+    with pytest.raises(ExerciseFailed, match=r"modified its input \(argument 1, list of 6 items\)"):
+        check("paired_t", appends)
+
+
+def test_changes_inside_nested_inputs_are_found():
+    first_change = exercises._first_change
+    before = {"w": [torch.zeros(2), 1.0], "n": 3}
+    same = {"w": [torch.zeros(2), 1.0], "n": 3}
+    assert first_change(before, same, "argument 1") is None
+    changed = {"w": [torch.tensor([0.0, 1.0]), 1.0], "n": 3}
+    assert first_change(before, changed, "argument 1") == "argument 1['w'][0]"
+    assert first_change(before, {"w": [torch.zeros(2), 1.0]}, "x") == "x"
+    assert first_change((1, [2]), (1, [2, 3]), "x") == "x[1]"
+    assert first_change(torch.zeros(2), torch.zeros(2, dtype=torch.float32), "x") is None
+    assert first_change(torch.zeros(2), torch.zeros(2, dtype=torch.int64), "x") == "x"
+
+
+def test_a_function_that_never_returns_is_stopped():
+    """Bounded by the short limit itself (0.5 s against a 600 s sleep); no duration asserted."""
+
+    def sleeps(x, K, V):
+        time.sleep(600)
+
+    def swallows_exceptions(x, K, V):
+        while True:
+            try:
+                time.sleep(600)
+            except Exception:  # a reader's catch-all must not swallow the time limit
+                pass
+
+    for fn in (sleeps, swallows_exceptions):
+        with pytest.raises(
+            ExerciseFailed,
+            match=r"kv_memory: case 'random, 5 tokens': your function did not return within "
+            r"0\.5 s \(check's time_limit\)",
+        ):
+            check("kv_memory", fn, time_limit=0.5)
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_time_limit_keeps_an_outer_alarm():
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(True))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 500.0)
+        check("kv_memory", EXERCISES["kv_memory"].reference, time_limit=100.0)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < left <= 500.0
+        assert not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_check_runs_without_a_time_limit_outside_the_main_thread():
+    """SIGALRM handlers can only be installed from the main thread: elsewhere there is no limit
+    (as the docstring says) rather than a ValueError from the signal module."""
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(check("kv_memory", EXERCISES["kv_memory"].reference))
+    )
+    worker.start()
+    worker.join(timeout=300)
+    assert [r.n_cases for r in results] == [6]
+
+
+def test_odd_results_get_a_clear_message():
+    reference = EXERCISES["kv_memory"].reference
+    cases = [
+        (
+            lambda x, K, V: reference(x, K, V).to("meta"),
+            r"on device 'meta', expected one on the "
+            r"inputs' device 'cpu' \(a meta tensor has a shape but no values\)",
+        ),
+        (
+            lambda x, K, V: reference(x, K, V).numpy(),
+            r"expected a torch\.Tensor of shape "
+            r"\(5, 6\), got numpy ndarray of shape \(5, 6\); convert it with torch\.from_numpy",
+        ),
+        (lambda x, K, V: None, r"expected a torch\.Tensor of shape \(5, 6\), got None\."),
+        (
+            lambda x, K, V: (reference(x, K, V),),
+            r"expected a torch\.Tensor of shape \(5, 6\), "
+            r"got tuple of 1 item\.",
+        ),
+        (
+            lambda x, K, V: reference(x, K, V).long(),
+            r"expected floating-point values "
+            r"\(torch\.float64\), got dtype torch\.int64",
+        ),
+    ]
+    for fn, message in cases:
+        with pytest.raises(ExerciseFailed, match=message):
+            check("kv_memory", fn)
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"expected a number \(a Python float or a 0-d tensor\), got tensor of shape \(\) "
+        r"on device 'meta'",
+    ):
+        check("order_parameter", lambda a, b: torch.tensor(1.0, device="meta"))
+    with pytest.raises(ExerciseFailed, match=r"expected a tuple of 2 values, got None"):
+        check("perron_pair", lambda A: None)
+
+
+def test_bad_time_limits():
+    with pytest.raises(ValueError, match=r"time_limit must be a positive finite .* got 0"):
+        check("kv_memory", EXERCISES["kv_memory"].reference, time_limit=0)
+    with pytest.raises(ValueError, match=r"time_limit must be .* got nan"):
+        check("kv_memory", EXERCISES["kv_memory"].reference, time_limit=math.nan)
+    with pytest.raises(TypeError, match=r"time_limit must be a number of seconds or None, got str"):
+        check("kv_memory", EXERCISES["kv_memory"].reference, time_limit="30")
+    assert check("kv_memory", EXERCISES["kv_memory"].reference, time_limit=None).n_cases == 6
 
 
 def test_bad_arguments():

@@ -1,8 +1,20 @@
-"""Regression tests of the plotly figures' specifications."""
+"""Regression tests of the plotly figures' specifications, and of the clear errors that the figures
+and the widgets give for bad arguments."""
 
 from __future__ import annotations
 
-from kvattn import figures
+import math
+import types
+
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from kvattn import figures, widgets
+from kvattn.diagnostics import HeadProfile
+from kvattn.pldr import PLDRConfig
+from kvattn.symmetry import SymmetryProfile
+from kvattn.train import History, SeedRuns
 
 
 def test_error_bars_get_one_colour_even_when_markers_get_a_list():
@@ -23,3 +35,171 @@ def test_error_bars_get_one_colour_even_when_markers_get_a_list():
     assert (
         figures.points_with_errors(["a"], [1.0], title="t", yaxis="y").data[0].error_y.array is None
     )
+
+
+# -- bad inputs: each kind raises a clear error before anything is drawn --------------------------
+
+LINE = dict(title="t", xaxis="x", yaxis="y")
+CONFIG = PLDRConfig(
+    vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=3, A_dff=8
+)
+
+
+def _profile(label: str = "ReLU") -> SymmetryProfile:
+    grid = torch.linspace(-1, 1, 3)
+    return SymmetryProfile(
+        label, grid, torch.zeros(3, 3), grid, 0.0, torch.tensor([2.0, -1.0]), torch.zeros(2)
+    )
+
+
+def test_mismatched_lengths_raise_instead_of_dropping_points():
+    """Plotly drew only the first len(x) or len(y) points and said nothing."""
+    with pytest.raises(ValueError, match=r"series 'a' has 2 values, expected 3 \(one value per x"):
+        figures.line_plot([1, 2, 3], {"a": [1.0, 2.0]}, **LINE)
+    with pytest.raises(ValueError, match=r"frame 'β=1' series 's' has 2 values, expected 3"):
+        figures.line_slider([1, 2, 3], {}, {"β=1": {"s": [1, 2]}}, prefix="β", **LINE)
+    with pytest.raises(ValueError, match=r"frame 'b' has series \['r'\], expected \['s'\]"):
+        figures.line_slider([1, 2], {}, {"a": {"s": [1, 2]}, "b": {"r": [1, 2]}}, prefix="", **LINE)
+    with pytest.raises(ValueError, match=r"loss of 'run' has 2 values, expected 3 \(one per step"):
+        figures.loss_curves({"run": History(steps=[1, 2, 3], loss=[1.0, 0.5])}, title="t")
+    with pytest.raises(ValueError, match=r"means has 2 values, expected 3 \(one per name\)"):
+        figures.points_with_errors(["a", "b", "c"], [1.0, 2.0], title="t", yaxis="y")
+    with pytest.raises(ValueError, match=r"errors has 1 values, expected 2"):
+        figures.points_with_errors(["a", "b"], [1.0, 2.0], [0.1], title="t", yaxis="y")
+    with pytest.raises(ValueError, match=r"colors has length 1, expected 2 \(one per name\)"):
+        figures.points_with_errors(["a", "b"], [1.0, 2.0], colors=["red"], title="t", yaxis="y")
+    with pytest.raises(ValueError, match=r"labels has length 1, expected 2 \(one per frame\)"):
+        figures.slider(["a", "b"], ["a"], "p")
+    grid = torch.arange(3.0)
+    with pytest.raises(ValueError, match=r"panel 'p' has shape \(3, 4\), expected \(3, 3\)"):
+        figures.heatmap_grid({"p": torch.zeros(3, 4)}, x=grid, y=grid, **LINE)
+    B = torch.randn(2, 3, 3)
+    with pytest.raises(ValueError, match=r"feature_names has length 2, expected 3"):
+        figures.interaction_explorer(B, ["a", "b"], ["o", "p"])
+    with pytest.raises(ValueError, match=r"output_names has length 1, expected 2 \(one per B_o\)"):
+        figures.interaction_explorer(B, ["a", "b", "c"], ["o"])
+    with pytest.raises(ValueError, match=r"target has shape \(2, 4, 4\), expected \(2, 3, 3\)"):
+        figures.interaction_explorer(B, ["a", "b", "c"], ["o", "p"], torch.zeros(2, 4, 4))
+    head = HeadProfile(0, 1, torch.eye(3), torch.zeros(3))
+    with pytest.raises(ValueError, match=r"tokens has length 1, expected 3 \(one per row of E"):
+        figures.attention_explorer([head], ["a"])
+
+
+def test_empty_inputs_raise_a_clear_error():
+    """They gave IndexError, AttributeError or plotly's complaint about make_subplots rows."""
+    grid = torch.arange(3.0)
+    for call, name in [
+        (lambda: figures.symmetry_explorer([], _profile()), "profiles"),
+        (lambda: figures.slot_explorer([], "t"), "reports"),
+        (lambda: figures.attention_explorer([], []), "profiles"),
+        (lambda: figures.deductive_explorer([]), "profiles"),
+        (lambda: figures.twirl_explorer({}), "densities"),
+        (lambda: figures.line_slider([1], {}, {}, prefix="", **LINE), "frames"),
+        (lambda: figures.loss_curves({}, title="t"), "histories"),
+        (lambda: figures.heatmap_grid({}, x=grid, y=grid, **LINE), "panels"),
+        (lambda: figures.slider([], [], ""), "frame_names"),
+        (lambda: figures.points_with_errors([], [], title="t", yaxis="y"), "names"),
+    ]:
+        with pytest.raises(ValueError, match=rf"^{name} is empty: nothing to show$"):
+            call()
+    # no series at all is an empty styled figure that a chapter adds its own traces to
+    assert len(figures.line_plot([], {}, log_y=True, **LINE).data) == 0
+
+
+def test_non_finite_and_out_of_domain_values_raise():
+    with pytest.raises(ValueError, match=r"series 'a' must be finite, got nan at index 1"):
+        figures.line_plot([1, 2], {"a": [1.0, math.nan]}, **LINE)
+    with pytest.raises(ValueError, match=r"panel 'p' must be finite, got inf at index \(0, 1\)"):
+        panel = torch.tensor([[0.0, math.inf], [0.0, 0.0]])
+        figures.heatmap_grid({"p": panel}, x=[0, 1], y=[0, 1], **LINE)
+    with pytest.raises(ValueError, match=r"x must be positive on a logarithmic axis, got 0.0 at"):
+        figures.line_plot([0, 1, 2], {"a": [1, 2, 3]}, log_x=True, **LINE)
+    with pytest.raises(ValueError, match=r"values must be positive on a logarithmic axis, got -1"):
+        figures.log_axis(go.Figure(), "x", [-1.0, 1.0])
+    with pytest.raises(ValueError, match=r"errors must be ≥ 0, got -0.1 at index 0"):
+        figures.points_with_errors(["a"], [1.0], [-0.1], title="t", yaxis="y")
+    with pytest.raises(TypeError, match=r"series 'a' must hold numbers, got a string 'abc'"):
+        figures.line_plot([1, 2, 3], {"a": "abc"}, **LINE)
+    with pytest.raises(
+        ValueError, match=r"densities\[4\] has shape \(4, 2\), expected square matrices"
+    ):
+        figures.twirl_explorer({4: torch.zeros(4, 2)})
+    with pytest.raises(ValueError, match=r"^output_names is empty: nothing to show$"):
+        figures.interaction_explorer(torch.zeros(0, 3, 3), ["a", "b", "c"], [])
+    with pytest.raises(ValueError, match=r"^B has shape \(2, 3, 4\), expected square matrices"):
+        figures.interaction_explorer(torch.zeros(2, 3, 4), ["a", "b", "c"], ["o", "p"])
+    with pytest.raises(ValueError, match=r"^B is a meta tensor: it has a shape but no values"):
+        figures.interaction_explorer(torch.zeros(1, 3, 3, device="meta"), ["a", "b", "c"], ["o"])
+
+
+def test_out_of_range_numbers_and_choices_raise():
+    """ipywidgets clamped out-of-range slider values silently (β = 100 showed β = 20)."""
+    grid = torch.arange(2.0)
+    with pytest.raises(ValueError, match=r"^cols must be ≥ 1, got 0$"):
+        figures.heatmap_grid({"p": torch.zeros(2, 2)}, x=grid, y=grid, cols=0, **LINE)
+    with pytest.raises(ValueError, match=r"^height must be ≥ 1, got -5$"):
+        figures.line_plot([1], {"a": [1]}, height=-5, **LINE)
+    with pytest.raises(TypeError, match=r"^height must be an int, got str '400'$"):
+        figures.line_plot([1], {"a": [1]}, height="400", **LINE)
+    with pytest.raises(ValueError, match=r"^axis must be one of 'x', 'y'; got 'z'$"):
+        figures.log_axis(go.Figure(), "z")
+    with pytest.raises(ValueError, match=r"^beta must be in \[0.0501187, 19.9526\], got 100.0$"):
+        widgets.symmetry_explorer("swish", 100.0)
+    with pytest.raises(ValueError, match=r"^beta must be in \[.*\], got nan$"):
+        widgets.symmetry_explorer("swish", math.nan)
+    with pytest.raises(ValueError, match=r"^act must be one of 'identity', 'relu', .*; got 'tanh'"):
+        widgets.symmetry_explorer("tanh")
+    with pytest.raises(ValueError, match=r"^rank must be in \[1, 64\], got 100$"):
+        widgets.cost_explorer(768, rank=100)
+    with pytest.raises(ValueError, match=r"^width_factor must be in \[1, 8\], got 0$"):
+        widgets.cost_explorer(768, width_factor=0)
+    with pytest.raises(ValueError, match=r"^d_model must be one of 64, 128, .*; got 100$"):
+        widgets.cost_explorer(100)
+    with pytest.raises(ValueError, match=r"^first must be one of 'a', 'b'; got 'c'$"):
+        widgets.paired_comparison({"a": _runs([0, 1]), "b": _runs([0, 1])}, "c", "a")
+
+
+def _runs(seeds: list[int]) -> SeedRuns:
+    return SeedRuns(seeds, [10], [[3.0] for _ in seeds], 100)
+
+
+def test_bad_layer_head_and_slot_indices_name_the_valid_range():
+    """They gave a bare TraitError ('Invalid selection: value not found') or were clamped."""
+    model = types.SimpleNamespace(config=CONFIG)  # the indices are checked before the model runs
+    with pytest.raises(ValueError, match=r"^layer must be in 0 … 2 \(number of layers: 3\), got 3"):
+        widgets.attention_explorer(model, None, "text", layer=3)
+    with pytest.raises(ValueError, match=r"^head must be in 0 … 1 \(number of heads: 2\), got -1"):
+        widgets.deductive_explorer(model, None, ["a", "b"], head=-1)
+    with pytest.raises(TypeError, match=r"^layer must be an int, got float 1.0$"):
+        widgets.attention_explorer(model, None, "text", layer=1.0)
+    with pytest.raises(ValueError, match=r"^slot must be in 0 … 3 \(number of slots: 4\), got 4$"):
+        widgets.slot_explorer(None, None, torch.rand(4, 10), layer=0, slot=4)
+
+
+def test_wrong_kinds_of_items_raise_a_type_error():
+    with pytest.raises(TypeError, match=r"^profiles\[1\] must be a SymmetryProfile, got str$"):
+        figures.symmetry_explorer([_profile(), "ReLU"], _profile())
+    with pytest.raises(TypeError, match=r"^reference must be a SymmetryProfile, got NoneType$"):
+        figures.symmetry_explorer([_profile()], None)
+    with pytest.raises(TypeError, match=r"^frame_names must be a sequence, got int$"):
+        figures.slider(3, [], "")
+    with pytest.raises(TypeError, match=r"^series must be a mapping, got list$"):
+        figures.line_plot([1, 2], [[1, 2]], **LINE)
+    with pytest.raises(TypeError, match=r"^panels must be a mapping, got list$"):
+        figures.heatmap_grid([torch.zeros(2, 2)], x=[0, 1], y=[0, 1], **LINE)
+
+
+def test_explorers_refuse_what_would_mislead():
+    """Unpaired seeds cannot be compared pairwise; one prompt copied twice showed a spread of 0."""
+    with pytest.raises(ValueError, match=r"runs 'a' and 'b' used different seeds \(\[0, 1\] and"):
+        widgets.paired_comparison({"a": _runs([0, 1]), "b": _runs([2, 3])}, "a", "b")
+    model = types.SimpleNamespace(config=CONFIG)
+    with pytest.raises(ValueError, match=r"prompts must hold at least two non-blank prompts"):
+        widgets.deductive_explorer(model, None, ["only one", "  "])
+
+
+def test_valid_inputs_still_draw_every_point():
+    fig = figures.line_plot(torch.tensor([1.0, 10.0, 100.0]), {"a": [3, 2, 1]}, log_x=True, **LINE)
+    assert list(fig.data[0].x) == [1.0, 10.0, 100.0] and list(fig.data[0].y) == [3.0, 2.0, 1.0]
+    fig = figures.symmetry_explorer([_profile("a"), _profile("b")], _profile())
+    assert [f.name for f in fig.frames] == ["a", "b"]

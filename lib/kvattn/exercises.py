@@ -5,7 +5,9 @@ calls it on seeded random inputs and on edge cases, compares each result with th
 reference implementation (float64, relative tolerance 1e-6 unless an exercise says otherwise),
 and on the first disagreement says which case failed, how, and — when the wrong result matches a
 known mistake (a transposed matrix, a missing scale, σ on the wrong factor, …) — what the mistake
-most likely is. Inputs are float64 tensors; the reader's function must not modify them.
+most likely is. Inputs are float64 tensors (and a few lists and numbers); the reader's function
+must not modify them, and must return within a time limit (30 s per call unless ``check`` is told
+otherwise).
 
 >>> from kvattn.exercises import check, describe
 >>> describe("kv_memory")          # the task, the signature and the shapes
@@ -19,7 +21,11 @@ most likely is. Inputs are float64 tensors; the reader's function must not modif
 
 from __future__ import annotations
 
+import copy
 import math
+import signal
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -96,9 +102,14 @@ class ExerciseFailed(AssertionError):
 
 def _describe_value(x: object) -> str:
     if isinstance(x, Tensor):
-        return f"tensor of shape {tuple(x.shape)}"
+        where = "" if x.device.type == "cpu" else f" on device '{x.device}'"
+        return f"tensor of shape {tuple(x.shape)}{where}"
+    if type(x).__module__ == "numpy" and hasattr(x, "shape"):
+        return f"numpy {type(x).__name__} of shape {tuple(x.shape)}"
     if callable(x):
         return getattr(x, "__name__", "a function")
+    if isinstance(x, list | tuple | dict):
+        return f"{type(x).__name__} of {len(x)} item{'' if len(x) == 1 else 's'}"
     return repr(x)
 
 
@@ -107,7 +118,7 @@ def _as_number(x: object) -> float | None:
         return None
     if isinstance(x, int | float):
         return float(x)
-    if isinstance(x, Tensor) and x.numel() == 1 and x.ndim == 0:
+    if isinstance(x, Tensor) and x.ndim == 0 and x.device.type != "meta":
         return float(x)
     return None
 
@@ -131,7 +142,19 @@ def _difference(
         return None, worst
     if isinstance(expected, Tensor) and expected.ndim > 0:
         if not isinstance(got, Tensor):
-            return f"expected a torch.Tensor, got {type(got).__name__}", math.inf
+            hint = "; convert it with torch.from_numpy" if type(got).__module__ == "numpy" else ""
+            return (
+                f"expected a torch.Tensor of shape {tuple(expected.shape)}, got "
+                f"{_describe_value(got)}{hint}",
+                math.inf,
+            )
+        if got.device != expected.device:
+            what = "a meta tensor has a shape but no values" if got.device.type == "meta" else ""
+            return (
+                f"your result is a tensor on device '{got.device}', expected one on the inputs' "
+                f"device '{expected.device}'" + (f" ({what})" if what else ""),
+                math.inf,
+            )
         if tuple(got.shape) != tuple(expected.shape):
             return (
                 f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}",
@@ -152,6 +175,11 @@ def _difference(
         got = got.detach()
         if got.is_complex():
             return f"expected real values, got {got.dtype}", math.inf
+        if not got.is_floating_point():
+            return (
+                f"expected floating-point values ({expected.dtype}), got dtype {got.dtype}",
+                math.inf,
+            )
         if got.dtype in (torch.float16, torch.bfloat16):
             return (
                 f"your result is {got.dtype}, too coarse to compare; compute in the inputs' dtype "
@@ -176,7 +204,10 @@ def _difference(
         return None, float(diff.max()) if diff.numel() else 0.0
     e, g = _as_number(expected), _as_number(got)
     if g is None:
-        return f"expected a number, got {_describe_value(got)}", math.inf
+        return (
+            f"expected a number (a Python float or a 0-d tensor), got {_describe_value(got)}",
+            math.inf,
+        )
     if not math.isfinite(g):
         return f"expected a finite number, got {g}", math.inf
     if abs(g - e) > atol + rtol * abs(e):
@@ -184,8 +215,92 @@ def _difference(
     return None, abs(g - e)
 
 
-def _clone(args: tuple) -> tuple:
-    return tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
+def _first_change(before: object, after: object, where: str) -> str | None:
+    """Where ``after`` differs from its pristine copy ``before`` (tensors, lists, tuples and dicts,
+    nested), as a path such as ``argument 1[2]``; None when nothing changed."""
+    if isinstance(before, Tensor):
+        same = (
+            isinstance(after, Tensor)
+            and after.shape == before.shape
+            and after.dtype == before.dtype
+            and torch.equal(after, before)
+        )
+        return None if same else where
+    if isinstance(before, list | tuple):
+        if type(after) is not type(before) or len(after) != len(before):
+            return where
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            change = _first_change(b, a, f"{where}[{i}]")
+            if change is not None:
+                return change
+        return None
+    if isinstance(before, dict):
+        if not isinstance(after, dict) or list(after) != list(before):
+            return where
+        for key, b in before.items():
+            change = _first_change(b, after[key], f"{where}[{key!r}]")
+            if change is not None:
+                return change
+        return None
+    return None if after is before or after == before else where
+
+
+class _TimeUp(BaseException):
+    """Raised inside the reader's function when its time is up: a BaseException, so that an
+    ``except Exception`` in the reader's code cannot swallow it."""
+
+
+def _alarm_available() -> bool:
+    """Whether a SIGALRM timer can interrupt a call: POSIX (Linux, macOS), in the main thread,
+    with no SIGALRM handler installed outside Python."""
+    return (
+        hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGALRM) is not None
+    )
+
+
+def _call_with_time_limit(fn: Callable, args: tuple, seconds: float | None) -> object:
+    """``fn(*args)``, raising :class:`_TimeUp` inside it after ``seconds`` (when the platform
+    allows, see :func:`check`). A pending timer of someone else's is re-armed afterwards with what
+    was left of it."""
+    if seconds is None or not _alarm_available():
+        return fn(*args)
+    armed = True
+
+    def alarm(_signum, _frame) -> None:
+        if armed:  # a late alarm after the call returned must not escape into the caller
+            raise _TimeUp
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        result = fn(*args)
+        armed = False
+        return result
+    finally:
+        armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_delay > 0:
+            left = outer_delay - (time.monotonic() - start)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), outer_interval)
+
+
+def _check_time_limit(time_limit: object) -> float | None:
+    if time_limit is None:
+        return None
+    if isinstance(time_limit, bool) or not isinstance(time_limit, int | float):
+        raise TypeError(
+            f"time_limit must be a number of seconds or None, got {type(time_limit).__name__}"
+        )
+    if not (math.isfinite(time_limit) and time_limit > 0):
+        raise ValueError(
+            f"time_limit must be a positive finite number of seconds (or None for no limit), "
+            f"got {time_limit!r}"
+        )
+    return float(time_limit)
 
 
 def _simple_factor(c: float) -> str | None:
@@ -213,7 +328,11 @@ def _generic_hint(expected: object, got: object) -> str | None:
         if factor is not None and factor != "1":
             return f"your number is {factor} times the expected one: a missing or extra factor?"
         return None
-    if got.shape != expected.shape or not expected.is_floating_point():
+    if (
+        got.shape != expected.shape
+        or got.device != expected.device
+        or not (expected.is_floating_point() and got.is_floating_point())
+    ):
         return None
     g = got.detach().to(torch.float64)
     if expected.ndim >= 2 and expected.shape[-1] == expected.shape[-2]:
@@ -228,8 +347,19 @@ def _generic_hint(expected: object, got: object) -> str | None:
     return None
 
 
-def check(name: str, fn: Callable) -> Passed:
+def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed:
     """Run exercise ``name`` against the reader's ``fn`` on every case.
+
+    Each case gives ``fn`` fresh copies of its inputs, calls it with a time limit of
+    ``time_limit`` seconds (``None``: no limit), checks that the inputs are unchanged (tensors,
+    lists, dicts, nested) and compares the result with the reference.
+
+    The time limit uses a SIGALRM timer, so it works where Python can set one: Linux and macOS
+    (also in a Jupyter or Colab kernel, whose cells run in the main thread), called from the main
+    thread. It interrupts Python code; a single long-running native call (one huge tensor
+    operation) is interrupted when it returns. Elsewhere (Windows, or ``check`` called from
+    another thread) there is no limit: a function that never returns blocks until interrupted
+    (Kernel → Interrupt in Jupyter).
 
     Returns
     -------
@@ -241,34 +371,47 @@ def check(name: str, fn: Callable) -> Passed:
     KeyError
         Unknown exercise name (the message lists the known ones).
     TypeError
-        ``fn`` is not callable.
+        ``fn`` is not callable, or ``time_limit`` is not a number or None.
+    ValueError
+        ``time_limit`` is not positive and finite.
     ExerciseFailed
-        On the first case where ``fn`` raises, returns a wrong shape or type, returns values that
-        differ from the reference, or modifies its inputs. The message names the case and, when
-        the output matches a known mistake, explains it.
+        On the first case where ``fn`` raises, does not return within the time limit, returns a
+        wrong shape, type, dtype or device (a meta tensor, a numpy array, a list, None, …),
+        returns values that differ from the reference, or modifies its inputs. The message names
+        the case and, when the output matches a known mistake, explains it.
     """
     if name not in EXERCISES:
         raise KeyError(f"unknown exercise {name!r}; known: {', '.join(EXERCISES)}")
     if not callable(fn):
         raise TypeError(f"pass your function itself (callable), got {type(fn).__name__}")
+    time_limit = _check_time_limit(time_limit)
     ex = EXERCISES[name]
     cases = ex.cases(torch.Generator().manual_seed(0))
     worst = 0.0
     for case in cases:
-        expected = ex.reference(*_clone(case.args))
-        args = _clone(case.args)
+        inputs = f"inputs: {', '.join(_describe_value(a) for a in case.args)}"
+        expected = ex.reference(*copy.deepcopy(case.args))
+        args = copy.deepcopy(case.args)
         try:
-            got = fn(*args)
+            got = _call_with_time_limit(fn, args, time_limit)
+        except _TimeUp:
+            raise ExerciseFailed(
+                f"{name}: case '{case.label}': your function did not return within "
+                f"{time_limit:g} s (check's time_limit); an endless loop, or a wait for something "
+                f"that never comes?\n{inputs}"
+            ) from None
         except Exception as error:  # the reader's bug, reported with the case that caused it
             raise ExerciseFailed(
-                f"{name}: case '{case.label}' raised {type(error).__name__}: {error}\n"
-                f"inputs: {', '.join(_describe_value(a) for a in case.args)}"
+                f"{name}: case '{case.label}' raised {type(error).__name__}: {error}\n{inputs}"
             ) from error
-        for a, original in zip(args, case.args, strict=True):
-            if isinstance(a, Tensor) and not torch.equal(a, original):
+        for i, (a, original) in enumerate(zip(args, case.args, strict=True)):
+            change = _first_change(original, a, f"argument {i + 1}")
+            if change is not None:
                 raise ExerciseFailed(
-                    f"{name}: case '{case.label}': your function modified one of its input tensors "
-                    "in place; compute a new tensor instead"
+                    f"{name}: case '{case.label}': your function modified its input ({change}, "
+                    f"{_describe_value(original)}) in place; compute a new value instead "
+                    "(e.g. x + y rather than x += y or x.add_(y), sorted(xs) rather than "
+                    f"xs.sort())\n{inputs}"
                 )
         reason, diff = _difference(expected, got, ex.rtol, ex.atol)
         if reason is None:
@@ -277,7 +420,7 @@ def check(name: str, fn: Callable) -> Passed:
         message = f"{name}: case '{case.label}' fails: {reason}."
         for mistake in ex.mistakes:
             try:
-                wrong = mistake.fn(*_clone(case.args))
+                wrong = mistake.fn(*copy.deepcopy(case.args))
             except Exception:  # a mistake that cannot run on this case cannot be the diagnosis
                 continue
             if _difference(wrong, got, 1e-6, 1e-9)[0] is None:
@@ -287,7 +430,7 @@ def check(name: str, fn: Callable) -> Passed:
             hint = _generic_hint(expected, got)
             if hint is not None:
                 message += f"\nHint: {hint}"
-        message += f"\ninputs: {', '.join(_describe_value(a) for a in case.args)}"
+        message += f"\n{inputs}"
         raise ExerciseFailed(message)
     return Passed(name, len(cases), worst)
 

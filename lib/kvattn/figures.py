@@ -4,11 +4,17 @@ Figures are built from the outputs of the compute functions in the other modules
 trains or measures. Every explorer's plotly face precomputes its frames, so sliders and buttons
 work in the static book with no kernel. Sizes are kept small (rounded values, modest grids)
 because each figure's data is embedded in its page.
+
+Bad arguments raise before anything is drawn: a ``ValueError`` naming the argument, the value and
+what is allowed (plotly itself would silently drop unmatched or non-finite points, and sliders
+would clamp), a ``TypeError`` for the wrong kind of value. The checks are the ``_require_*``
+helpers below, shared with :mod:`kvattn.widgets`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
+from numbers import Integral, Real
 
 import numpy as np
 import plotly.graph_objects as go
@@ -41,12 +47,124 @@ COLORS = {
 LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=60, r=20, t=90, b=50))
 
 
+# ---------------------------------------------------------------------------------------------
+# Validation shared with widgets.py
+
+
+def _require_number(
+    name: str, value: object, low: float, high: float = np.inf, *, integer: bool = False
+) -> None:
+    """``value`` is a real number (an int when ``integer``) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
+        kind = "an int" if integer else "a number"
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
+    if not low <= value <= high:  # also refuses NaN
+        allowed = f"≥ {low:g}" if high == np.inf else f"in [{low:g}, {high:g}]"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def _require_index(name: str, value: object, n: int, of: str) -> None:
+    """``value`` indexes one of ``n`` items; ``of`` names them for the message ("layers")."""
+    if n < 1:
+        raise ValueError(f"there is no {name} to choose: the number of {of} is 0")
+    try:
+        _require_number(name, value, 0, n - 1, integer=True)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be in 0 … {n - 1} (number of {of}: {n}), got {value!r}"
+        ) from None
+
+
+def _require_choice(name: str, value: object, options: Sequence) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
+
+
+def _require_items(
+    name: str,
+    items: object,
+    kind: type | None = None,
+    *,
+    container: type = Sequence,
+    empty: bool = False,
+) -> list:
+    """``items`` (a ``container``: a Sequence, or a Mapping whose keys are listed) as a list,
+    non-empty unless ``empty``, each item of type ``kind`` when given."""
+    if isinstance(items, str | bytes) or not isinstance(items, container):
+        what = "a mapping" if container is Mapping else "a sequence"
+        raise TypeError(f"{name} must be {what}, got {type(items).__name__}")
+    if len(items) == 0 and not empty:
+        raise ValueError(f"{name} is empty: nothing to show")
+    listed = list(items)
+    if kind is not None:
+        for i, item in enumerate(listed):
+            if not isinstance(item, kind):
+                raise TypeError(f"{name}[{i}] must be a {kind.__name__}, got {type(item).__name__}")
+    return listed
+
+
+def _require_length(name: str, items: Sized, n: int, per: str) -> None:
+    if len(items) != n:
+        raise ValueError(f"{name} has length {len(items)}, expected {n} (one per {per})")
+
+
+def _require_array(
+    name: str,
+    values: object,
+    shape: tuple[int, ...] | int,
+    per: str = "",
+    *,
+    positive: bool = False,
+    nonnegative: bool = False,
+    square: bool = False,
+) -> np.ndarray:
+    """``values`` (a tensor or nested sequence of numbers) as a finite float array of ``shape``
+    (an int: that many dimensions, any sizes); ``per`` says what sets the expected sizes.
+    ``positive`` is for logarithmic axes, ``nonnegative`` for error bars, ``square`` for
+    matrices in the last two axes."""
+    if isinstance(values, torch.Tensor):
+        if values.device.type == "meta":
+            raise ValueError(f"{name} is a meta tensor: it has a shape but no values to draw")
+        array = values.detach().cpu().to(torch.float64).numpy()
+    elif isinstance(values, str | bytes):
+        raise TypeError(f"{name} must hold numbers, got a string {values!r}")
+    else:
+        try:
+            array = np.asarray(values, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must hold numbers, got {values!r:.80}") from None
+    ndim = shape if isinstance(shape, int) else len(shape)
+    if array.ndim != ndim or (not isinstance(shape, int) and array.shape != shape):
+        why = f" ({per})" if per else ""
+        if isinstance(shape, int):
+            raise ValueError(f"{name} has shape {array.shape}, expected {ndim} dimensions{why}")
+        if ndim == 1:
+            raise ValueError(f"{name} has {array.size} values, expected {shape[0]}{why}")
+        raise ValueError(f"{name} has shape {array.shape}, expected {shape}{why}")
+    if square and (0 in array.shape[-2:] or array.shape[-1] != array.shape[-2]):
+        raise ValueError(
+            f"{name} has shape {array.shape}, expected square matrices (last two axes)"
+        )
+    for bad, what in (
+        (~np.isfinite(array), "finite"),
+        (array <= 0 if positive else None, "positive on a logarithmic axis"),
+        (array < 0 if nonnegative else None, "≥ 0"),
+    ):
+        if bad is not None and bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = index if ndim > 1 else index[0]
+            raise ValueError(f"{name} must be {what}, got {float(array[index])} at index {where}")
+    return array
+
+
 def log_axis(fig: go.Figure, axis: str, values: Sequence[float] | None = None, **where) -> None:
     """Make ``axis`` ("x" or "y") logarithmic with readable ticks: at the sampled ``values`` when
     there are at most 12 of them, else one tick per decade (plotly's default labels minor ticks
-    with bare digits such as "2 3 4", which read as values)."""
+    with bare digits such as "2 3 4", which read as values). Raises ValueError for an ``axis``
+    other than "x"/"y" or ``values`` that are not positive and finite."""
+    _require_choice("axis", axis, ("x", "y"))
     update = fig.update_xaxes if axis == "x" else fig.update_yaxes
-    values = None if values is None else [float(v) for v in values]
+    values = None if values is None else _require_array("values", values, 1, positive=True).tolist()
     if values is not None and len(values) <= 12:
         update(type="log", tickvals=values, ticktext=[f"{v:g}" for v in values], **where)
     else:
@@ -76,7 +194,18 @@ def line_plot(
     colors: Mapping[str, str] | None = None,
     height: int = 400,
 ) -> go.Figure:
-    """One line per entry of ``series`` against the shared ``x``."""
+    """One line per entry of ``series`` against the shared ``x``.
+
+    With no series it is an empty, styled figure to add traces to. Raises ValueError when a
+    series' length differs from ``x``'s, a value is not finite, an ``x`` is not positive on a
+    logarithmic x axis, or ``height`` < 1. (On a logarithmic y axis a value ≤ 0, such as an exact
+    zero, has no place and is not drawn.)
+    """
+    xs = _require_array("x", x, 1, positive=log_x)
+    _require_items("series", series, container=Mapping, empty=True)
+    for name, y in series.items():
+        _require_array(f"series {name!r}", y, xs.shape, "one value per x")
+    _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, y in series.items():
         c = (colors or {}).get(name) or color(name)
@@ -99,7 +228,16 @@ def loss_curves(
     log_y: bool = True,
     height: int = 400,
 ) -> go.Figure:
-    """Training-loss curves of several :class:`kvattn.train.History` records."""
+    """Training-loss curves of several :class:`kvattn.train.History` records.
+
+    Raises ValueError when ``histories`` is empty, a record's ``loss`` and ``steps`` differ in
+    length, a loss is not finite, or ``height`` < 1.
+    """
+    _require_items("histories", histories, container=Mapping)
+    for name, h in histories.items():
+        steps = _require_array(f"steps of {name!r}", h.steps, 1)
+        _require_array(f"loss of {name!r}", h.loss, steps.shape, "one per step")
+    _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, h in histories.items():
         fig.add_trace(
@@ -132,7 +270,18 @@ def heatmap_grid(
 ) -> go.Figure:
     """Small multiples: one heat-map per entry of ``panels`` (each ``(len(y), len(x))``), on a
     diverging colour scale centred at 0 when ``symmetric``, shared by all panels when
-    ``shared_scale`` (otherwise each panel has its own range, shown on hover)."""
+    ``shared_scale`` (otherwise each panel has its own range, shown on hover).
+
+    Raises ValueError when ``panels`` is empty, a panel's shape is not ``(len(y), len(x))``, a
+    value is not finite, or ``cols`` or ``height`` < 1.
+    """
+    xs, ys = _require_array("x", x, 1), _require_array("y", y, 1)
+    _require_items("panels", panels, container=Mapping)
+    for name, panel in panels.items():
+        _require_array(f"panel {name!r}", panel, (len(ys), len(xs)), "len(y), len(x)")
+    _require_number("cols", cols, 1, integer=True)
+    if height is not None:
+        _require_number("height", height, 1, integer=True)
     names = list(panels)
     rows = -(-len(names) // cols)
     fig = make_subplots(
@@ -168,7 +317,11 @@ def _short(label: str) -> str:
 
 
 def slider(frame_names: Sequence[str], labels: Sequence[str], prefix: str) -> dict:
-    """A plotly slider that jumps (no animation) between the named frames."""
+    """A plotly slider that jumps (no animation) between the named frames, one label per frame.
+
+    Raises ValueError when there are no frames or the labels do not match them one to one.
+    """
+    _require_length("labels", labels, len(_require_items("frame_names", frame_names)), "frame")
     steps = [
         dict(
             method="animate",
@@ -194,7 +347,13 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
     ``reference`` dashed for comparison. Right: the scale violation E_sc(α) against ``|α|``, circles
     for α > 0 and squares for α < 0. The title reports the exchange violation E_ex.
     ``profiles`` are typically Swish-β for a range of β.
+
+    Raises ValueError when ``profiles`` is empty, TypeError when an item is no
+    :class:`~kvattn.symmetry.SymmetryProfile`.
     """
+    _require_items("profiles", profiles, SymmetryProfile)
+    if not isinstance(reference, SymmetryProfile):
+        raise TypeError(f"reference must be a SymmetryProfile, got {type(reference).__name__}")
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -298,7 +457,11 @@ def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
 
     Left, the slot's top trigger examples (context, **last token**, the token that followed);
     right, the top next tokens of its value. Tokens are SentencePiece pieces (▁ = space).
+
+    Raises ValueError when ``reports`` is empty, TypeError when an item is no
+    :class:`~kvattn.memories.SlotReport`.
     """
+    _require_items("reports", reports, SlotReport)
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -374,7 +537,24 @@ def line_slider(
 ) -> go.Figure:
     """Lines against a shared ``x``: the ``fixed`` series always, plus series that a slider
     switches between. ``frames`` maps each slider label to its series (same names in every frame).
+
+    Raises ValueError when ``frames`` is empty, frames name different series, a series' length
+    differs from ``x``'s, a value is not finite, an ``x`` is not positive on a logarithmic x
+    axis, or ``height`` < 1.
     """
+    xs = _require_array("x", x, 1, positive=log_x)
+    labels = _require_items("frames", frames, container=Mapping)
+    names = list(frames[labels[0]])
+    for label, series in frames.items():
+        if list(series) != names:
+            raise ValueError(
+                f"frame {label!r} has series {list(series)}, expected {names} (as the first frame)"
+            )
+    _require_items("fixed", fixed, container=Mapping, empty=True)
+    for where, series in [("fixed", fixed), *((f"frame {k!r}", v) for k, v in frames.items())]:
+        for name, y in series.items():
+            _require_array(f"{where} series {name!r}", y, xs.shape, "one value per x")
+    _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, y in fixed.items():
         fig.add_trace(
@@ -386,7 +566,6 @@ def line_slider(
                 line=dict(color=(colors or {}).get(name) or color(name)),
             )
         )
-    labels = list(frames)
     first = frames[labels[0]]
     n_fixed = len(fixed)
     for name, y in first.items():
@@ -433,7 +612,18 @@ def points_with_errors(
     height: int = 380,
 ) -> go.Figure:
     """One point per name with optional symmetric error bars (a dot plot: unlike bars on a
-    truncated axis, it does not exaggerate small differences)."""
+    truncated axis, it does not exaggerate small differences).
+
+    Raises ValueError when ``names`` is empty, ``means``, ``errors`` or ``colors`` do not match
+    ``names`` one to one, a mean or error is not finite, an error is negative, or ``height`` < 1.
+    """
+    n = len(_require_items("names", names))
+    _require_array("means", means, (n,), "one per name")
+    if errors is not None:
+        _require_array("errors", errors, (n,), "one per name", nonnegative=True)
+    if colors is not None:
+        _require_length("colors", colors, n, "name")
+    _require_number("height", height, 1, integer=True)
     fig = go.Figure(
         go.Scatter(
             x=list(names),
@@ -464,7 +654,17 @@ def interaction_explorer(
 
     Shows sym(B_o) as a heat-map (beside ``target[o]`` if given, same colour scale) and the
     eigenvalues of sym(B_o), from :func:`kvattn.interaction.eigendecompose`.
+
+    Raises ValueError when ``B`` is not ``(n_out, d, d)`` with finite values, ``feature_names``
+    does not have d entries, ``output_names`` does not have n_out, or ``target`` has another
+    shape than ``B``.
     """
+    matrices = _require_array("B", B, 3, square=True)
+    n_out, d, _ = matrices.shape
+    _require_length("feature_names", feature_names, d, "row of B_o")
+    _require_length("output_names", _require_items("output_names", output_names), n_out, "B_o")
+    if target is not None:
+        _require_array("target", target, matrices.shape, "the shape of B")
     from .interaction import eigendecompose, symmetrise
 
     S = symmetrise(B.detach().cpu().double())
@@ -529,7 +729,14 @@ def attention_explorer(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -
 
     Left, the head's attention weights E on the input (rows: queries, columns: keys); right, the
     asymmetry ‖M − Mᵀ‖/‖M‖ of its bilinear form at each query–key distance δ.
+
+    Raises ValueError when ``profiles`` is empty or ``tokens`` does not match a profile's ``E``
+    one token per row; TypeError when an item is no :class:`~kvattn.diagnostics.HeadProfile`.
     """
+    for p in _require_items("profiles", profiles, HeadProfile):
+        _require_length(
+            "tokens", tokens, p.E.shape[-1], f"row of E of layer {p.layer}, head {p.head}"
+        )
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -593,7 +800,11 @@ def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
     their entry-wise standard deviation across the prompts, on the top row's scale, so a blank
     bottom panel means a tensor that does not depend on the prompt. Subplot titles give the order
     parameter of each tensor.
+
+    Raises ValueError when ``profiles`` is empty, TypeError when an item is no
+    :class:`~kvattn.diagnostics.DeductiveProfile`.
     """
+    _require_items("profiles", profiles, DeductiveProfile)
     names = list(DEDUCTIVE)
     fig = make_subplots(
         rows=2,
@@ -654,7 +865,15 @@ def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
 
 def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = True) -> go.Figure:
     """The static face of chapter 10's explorer: a slider over the sequence length S showing the
-    normalised density A0/S (left) and its projection onto the RoPE commutant (right)."""
+    normalised density A0/S (left) and its projection onto the RoPE commutant (right).
+
+    ``densities`` maps each length S ≥ 1 to a finite ``(d_k, d_k)`` matrix; anything else raises
+    ValueError (TypeError for a length that is no int).
+    """
+    _require_items("densities", densities, container=Mapping)
+    for S, A in densities.items():
+        _require_number("sequence length S", S, 1, integer=True)
+        _require_array(f"densities[{S}]", A, 2, square=True)
     from .diagnostics import commutant_projection, commutant_residual
 
     lengths = list(densities)

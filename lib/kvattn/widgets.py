@@ -4,12 +4,17 @@ Each explorer calls the same compute function as its plotly face in :mod:`kvattn
 draws with matplotlib into an ``Output`` widget. In the static book these widgets show the state
 they were executed with; moving them needs a running kernel, so every chapter also shows the
 plotly face, whose sliders work anywhere.
+
+Arguments are checked before any widget is built, with the helpers of :mod:`kvattn.figures`: a
+value outside a slider's range, a choice that is not offered or an index past the last layer,
+head or slot raises ValueError naming the argument, the value and what is allowed (ipywidgets
+would clamp it silently or raise a bare TraitError).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -18,7 +23,15 @@ from IPython.display import display
 from torch import Tensor
 
 from .data import TokenData
-from .figures import COLORS
+from .figures import (
+    COLORS,
+    _require_array,
+    _require_choice,
+    _require_index,
+    _require_items,
+    _require_length,
+    _require_number,
+)
 from .memories import Triggers, slot_report
 from .mlp import SlotMLP, mlp_cost
 from .symmetry import symmetry_profile
@@ -41,21 +54,39 @@ def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.V
     return widgets.VBox([widgets.HBox(controls), out])
 
 
+#: The activations the symmetry explorer offers (label, name).
+ACTIVATIONS = (
+    ("identity (bilinear)", "identity"),
+    ("ReLU", "relu"),
+    ("Swish-β", "swish"),
+    ("GELU", "gelu"),
+    ("sigmoid (GLU)", "sigmoid"),
+)
+#: The β slider's range as powers of ten (β from about 0.05 to 20).
+BETA_LOG10 = (-1.3, 1.3)
+#: The model widths d, the largest rank r and the largest m/d the cost explorer offers.
+COST_WIDTHS = (64, 128, 256, 512, 768, 1024, 2048, 4096, 8192)
+COST_MAX_RANK = 64
+COST_MAX_WIDTH_FACTOR = 8
+
+
 def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
-    """Pick an activation (and β for Swish-β): see σ(a)b − σ(b)a, the gate g(z) and E_sc(α)."""
-    act_box = widgets.Dropdown(
-        options=[
-            ("identity (bilinear)", "identity"),
-            ("ReLU", "relu"),
-            ("Swish-β", "swish"),
-            ("GELU", "gelu"),
-            ("sigmoid (GLU)", "sigmoid"),
-        ],
-        value=act,
-        description="σ",
-    )
+    """Pick an activation (and β for Swish-β): see σ(a)b − σ(b)a, the gate g(z) and E_sc(α).
+
+    ``act`` is a name of :data:`ACTIVATIONS`; ``beta`` lies in [10^−1.3, 10^1.3] (the slider's
+    range, :data:`BETA_LOG10`); anything else raises ValueError.
+    """
+    _require_choice("act", act, [name for _, name in ACTIVATIONS])
+    _require_number("beta", beta, 10 ** BETA_LOG10[0], 10 ** BETA_LOG10[1])
+    act_box = widgets.Dropdown(options=list(ACTIVATIONS), value=act, description="σ")
     beta_box = widgets.FloatLogSlider(
-        value=beta, base=10, min=-1.3, max=1.3, step=0.05, description="β", continuous_update=False
+        value=beta,
+        base=10,
+        min=BETA_LOG10[0],
+        max=BETA_LOG10[1],
+        step=0.05,
+        description="β",
+        continuous_update=False,
     )
 
     def draw() -> None:
@@ -101,7 +132,14 @@ def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
 def slot_explorer(
     data: TokenData, triggers: Triggers, values: Tensor, layer: int, slot: int = 0
 ) -> widgets.VBox:
-    """Type or step through slot numbers of one layer: its trigger examples and value tokens."""
+    """Type or step through slot numbers of one layer: its trigger examples and value tokens.
+
+    ``values`` is the layer's ``(m, vocab)`` value distributions; ``slot`` must be in 0 … m − 1
+    and ``layer`` ≥ 0 (else ValueError).
+    """
+    _require_array("values", values, 2)
+    _require_number("layer", layer, 0, integer=True)
+    _require_index("slot", slot, values.shape[0], "slots")
     slot_box = widgets.BoundedIntText(
         value=slot, min=0, max=values.shape[0] - 1, description="slot"
     )
@@ -131,15 +169,24 @@ def slot_explorer(
 
 def cost_explorer(d_model: int = 768, rank: int = 4, width_factor: int = 4) -> widgets.VBox:
     """Pick the model width d, the rank r and the slots per d: parameters and FLOPs per token
-    of one feed-forward layer of each form (:func:`kvattn.mlp.mlp_cost`), with m = factor·d."""
-    d_box = widgets.Dropdown(
-        options=[64, 128, 256, 512, 768, 1024, 2048, 4096, 8192], value=d_model, description="d"
-    )
+    of one feed-forward layer of each form (:func:`kvattn.mlp.mlp_cost`), with m = factor·d.
+
+    ``d_model`` is one of :data:`COST_WIDTHS`, ``rank`` in 1 … :data:`COST_MAX_RANK`,
+    ``width_factor`` in 1 … :data:`COST_MAX_WIDTH_FACTOR` (else ValueError).
+    """
+    _require_choice("d_model", d_model, COST_WIDTHS)
+    _require_number("rank", rank, 1, COST_MAX_RANK, integer=True)
+    _require_number("width_factor", width_factor, 1, COST_MAX_WIDTH_FACTOR, integer=True)
+    d_box = widgets.Dropdown(options=list(COST_WIDTHS), value=d_model, description="d")
     r_box = widgets.IntSlider(
-        value=rank, min=1, max=64, description="rank r", continuous_update=False
+        value=rank, min=1, max=COST_MAX_RANK, description="rank r", continuous_update=False
     )
     f_box = widgets.IntSlider(
-        value=width_factor, min=1, max=8, description="m / d", continuous_update=False
+        value=width_factor,
+        min=1,
+        max=COST_MAX_WIDTH_FACTOR,
+        description="m / d",
+        continuous_update=False,
     )
 
     def draw() -> None:
@@ -171,9 +218,16 @@ def interaction_explorer(
 ) -> widgets.VBox:
     """Pick an output o: its interaction matrix and eigenvalues. For a gated layer, also pick an
     input (index into ``inputs``) to see the input-dependent B_o(x) of
-    :func:`kvattn.interaction.gated_interaction`; otherwise B_o is fixed."""
+    :func:`kvattn.interaction.gated_interaction`; otherwise B_o is fixed.
+
+    Raises ValueError when ``feature_names`` does not have ``module.d_model`` entries,
+    ``output_names`` does not have ``module.d_out``, or a gated layer gets no ``inputs`` (or an
+    empty or non-finite ``(n, d_model)`` tensor).
+    """
     from .interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
 
+    _require_length("feature_names", feature_names, module.d_model, "input feature")
+    _require_length("output_names", output_names, module.d_out, "output")
     gated = getattr(module, "form", None) == "gated" and module.variant != "bilinear"
     out_box = widgets.Dropdown(
         options=[(name, i) for i, name in enumerate(output_names)], value=0, description="output"
@@ -183,6 +237,9 @@ def interaction_explorer(
     if gated:
         if inputs is None:
             raise ValueError("a gated layer's interaction matrix depends on x: pass inputs")
+        shape = _require_array("inputs", inputs, 2).shape
+        if shape[1] != module.d_model:
+            raise ValueError(f"inputs must have shape (n, {module.d_model}), got {shape}")
         x_box = widgets.IntSlider(
             value=0, min=0, max=len(inputs) - 1, description="input x", continuous_update=False
         )
@@ -214,8 +271,20 @@ def interaction_explorer(
 
 def paired_comparison(runs: dict[str, SeedRuns], first: str, second: str) -> widgets.VBox:
     """Pick two configurations of a multi-seed experiment: their per-seed final validation losses
-    and the paired differences (same seed = same batches), with the mean difference."""
-    names = list(runs)
+    and the paired differences (same seed = same batches), with the mean difference.
+
+    Raises ValueError when ``first`` or ``second`` is not a key of ``runs`` or the runs were not
+    made with the same seeds (then there is nothing to pair).
+    """
+    names = _require_items("runs", runs, container=Mapping)
+    _require_choice("first", first, names)
+    _require_choice("second", second, names)
+    for name in names:
+        if runs[name].seeds != runs[first].seeds:
+            raise ValueError(
+                f"runs {first!r} and {name!r} used different seeds ({runs[first].seeds} and "
+                f"{runs[name].seeds}): a paired comparison needs the same seeds"
+            )
     a_box = widgets.Dropdown(options=names, value=first, description="model A")
     b_box = widgets.Dropdown(options=names, value=second, description="model B")
 
@@ -241,7 +310,10 @@ def paired_comparison(runs: dict[str, SeedRuns], first: str, second: str) -> wid
 
 
 def _layer_head_boxes(cfg, layer: int, head: int) -> tuple[widgets.Dropdown, widgets.Dropdown]:
-    """Drop-downs over a decoder's layers and heads (``cfg`` a :class:`kvattn.PLDRConfig`)."""
+    """Drop-downs over a decoder's layers and heads (``cfg`` a :class:`kvattn.PLDRConfig`);
+    ValueError for a ``layer`` or ``head`` that the model does not have."""
+    _require_index("layer", layer, cfg.num_hidden_layers, "layers")
+    _require_index("head", head, cfg.num_attention_heads, "heads")
     layer_box = widgets.Dropdown(
         options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
     )
@@ -289,7 +361,16 @@ def deductive_explorer(
     model, tokenizer, prompts: list[str], layer: int = 0, head: int = 0
 ) -> widgets.VBox:
     """Edit the prompts (one per line) and pick a layer and head: A, A_LM, A_P, G_LM on the first
-    prompt, their spread across the prompts, and each tensor's order parameter."""
+    prompt, their spread across the prompts, and each tensor's order parameter.
+
+    Raises ValueError with fewer than two non-blank ``prompts`` (the spread is taken across
+    prompts) or a ``layer`` or ``head`` that the model does not have.
+    """
+    if len([t for t in prompts if t.strip()]) < 2:
+        raise ValueError(
+            f"prompts must hold at least two non-blank prompts (the spread is across prompts), "
+            f"got {prompts!r}"
+        )
     from .diagnostics import DEDUCTIVE, deductive_profile, deductive_tensors
 
     cfg = model.config
@@ -303,13 +384,14 @@ def deductive_explorer(
 
     def draw() -> None:
         device = next(model.parameters()).device
-        lines = [t for t in text_box.value.splitlines() if t.strip()] or [" ", "  "]
+        lines = [t for t in text_box.value.splitlines() if t.strip()]
+        if len(lines) < 2:  # one prompt copied would show a spread of 0: a false invariance
+            print("Enter at least two prompts, one per line: the spread is taken across prompts.")
+            return
         ids = [
             torch.tensor([tokenizer.encode(t)[: cfg.max_position_embeddings]], device=device)
             for t in lines
         ]
-        if len(ids) < 2:
-            ids = ids * 2
         p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
         fig, axes = plt.subplots(2, 4, figsize=(11, 5.2), dpi=72)
         for col, name in enumerate(DEDUCTIVE):
@@ -329,7 +411,9 @@ def deductive_explorer(
 
 def generation_explorer(models: dict, tokenizer, prompt: str) -> widgets.VBox:
     """Pick a model, a decoding mode and a temperature, edit the prompt, and read the continuation
-    (chapter 8). ``models`` maps labels to :class:`kvattn.pldr.DecoderLM` models."""
+    (chapter 8). ``models`` maps labels to :class:`kvattn.pldr.DecoderLM` models (ValueError
+    when empty)."""
+    _require_items("models", models, container=Mapping)
     from .pldr import CACHE_MODES
 
     text_box = widgets.Textarea(
