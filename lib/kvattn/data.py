@@ -395,7 +395,7 @@ def shipped(name: str) -> Path:
 def recipe(name: str) -> Path:
     """The JSON recipe ``data/recipes/<name>.json`` that made the shipped checkpoint ``name``.
 
-    Read it with :meth:`kvattn.train.PretrainConfig.from_file` and train with
+    Read it with ``PretrainConfig.from_file`` (:class:`kvattn.train.PretrainConfig`), train with
     :func:`kvattn.train.pretrain`; found like :func:`shipped`, in an install or a clone.
 
     Raises
