@@ -104,7 +104,6 @@ class TestRole(SphinxRole):
             "",
             nodes.literal(target, target),
             refuri=f"{url}/blob/{branch}/{path}#L{line}",
-            classes=["test-link"],  # course.css lets these long names wrap on a phone
         )
         return [link], []
 
