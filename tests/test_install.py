@@ -111,7 +111,7 @@ def test_package_data_is_preferred_to_the_clone(tmp_path, monkeypatch):
     (tmp_path / "pldr_tiny" / "config.json").write_text("{}")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "pldr_tiny.json").write_text("{}")
-    monkeypatch.setattr(data, "PACKAGE_DATA", tmp_path)
+    monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path)
     assert shipped("pldr_tiny") == tmp_path / "pldr_tiny"
     assert recipe("pldr_tiny") == tmp_path / "recipes" / "pldr_tiny.json"
     # what the package data lacks still comes from the clone
@@ -119,7 +119,7 @@ def test_package_data_is_preferred_to_the_clone(tmp_path, monkeypatch):
 
 
 def test_missing_data_names_what_is_shipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "PACKAGE_DATA", tmp_path / "none")
+    monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path / "none")
     with pytest.raises(
         FileNotFoundError, match=r"no shipped recipe data/recipes/gpt\.json.*'gpt_tiny'"
     ):
@@ -129,7 +129,7 @@ def test_missing_data_names_what_is_shipped(tmp_path, monkeypatch):
     ):
         shipped("pldr")
     # an installed kvattn without package data and away from a clone finds nothing, and says so
-    monkeypatch.setattr(data, "CLONE_DATA", tmp_path / "none")
+    monkeypatch.setattr(data, "_CLONE_DATA", tmp_path / "none")
     with pytest.raises(FileNotFoundError, match=r"the shipped ones: \[\]"):
         shipped("pldr_tiny")
 

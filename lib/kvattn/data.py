@@ -342,12 +342,12 @@ SHIPPED_FILES = (
 )
 
 
-#: The repository's ``data/`` folder inside an installed kvattn: pyproject.toml ships it as the
-#: package data ``kvattn/_shipped``, so that an install from a local folder, a wheel or a git URL
-#: finds the checkpoints offline.
-PACKAGE_DATA = Path(__file__).resolve().parent / "_shipped"
-#: ``data/`` in a clone of the repository (an editable install, the book build, nbval).
-CLONE_DATA = Path(__file__).resolve().parents[2] / "data"
+# The repository's data/ inside an installed kvattn: pyproject.toml ships it as the package data
+# kvattn/_shipped, so that an install from a local folder, a wheel or a git URL works offline.
+# (Private, so that the API page does not print this machine's paths.)
+_PACKAGE_DATA = Path(__file__).resolve().parent / "_shipped"
+# data/ in a clone of the repository (an editable install, the book build, nbval).
+_CLONE_DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def _shipped_file(what: str, name: str, pattern: str) -> Path:
@@ -356,7 +356,7 @@ def _shipped_file(what: str, name: str, pattern: str) -> Path:
         raise TypeError(f"expected a {what} name (str) such as 'pldr_tiny', got {name!r}")
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise ValueError(f"expected a {what} name such as 'pldr_tiny', got {name!r}")
-    roots = [root for root in (PACKAGE_DATA, CLONE_DATA) if root.is_dir()]
+    roots = [root for root in (_PACKAGE_DATA, _CLONE_DATA) if root.is_dir()]
     for root in roots:
         if (root / pattern.format(name)).is_file():
             return root / pattern.format(name)
