@@ -345,3 +345,49 @@ def test_page_in_a_browser(
     problems += [f"request to the internet refused: {url}" for url in blocked]
     assert not problems, f"{name}:\n  " + "\n  ".join(problems)
     assert shot.stat().st_size > 10_000
+
+
+# A phone: the narrowest common screen (375 CSS pixels wide).
+PHONE_VIEWPORT = {"width": 375, "height": 740}
+# What sticks out past the right edge of the window, widest first (to name the culprit).
+OVERFLOW_JS = """() => {
+  const width = window.innerWidth;
+  const wide = Array.from(document.querySelectorAll("body *"))
+    .map(e => ({e, right: e.getBoundingClientRect().right}))
+    .filter(({e, right}) => right > width + 1 && e.checkVisibility())
+    .sort((a, b) => b.right - a.right)
+    .slice(0, 5)
+    .map(({e, right}) => `${e.tagName.toLowerCase()}.${[...e.classList].join(".")}`
+      + ` right edge ${Math.round(right)} px: ${(e.textContent || "").trim().slice(0, 60)}`);
+  return {scroll: document.documentElement.scrollWidth, width, wide};
+}"""
+DOWNLOAD_LINKS_JS = """() => Array.from(document.querySelectorAll(
+  "a.btn-download-source-button, a.btn-download-notebook-button"
+)).map(a => ({href: a.getAttribute("href"), download: a.hasAttribute("download")}))"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_on_a_phone(name: str, site: str, browser: Browser) -> None:
+    """At 375×740 no page scrolls sideways (the page is no wider than the window), and the
+    buttons that download the page's source (a chapter's .ipynb) carry the download attribute,
+    so that a server sending the notebook as JSON does not open it as text in a new tab."""
+    n_figures = sum(PLOTLY_JSON in o.get("data", {}) for o in executed_outputs(name))
+    context = browser.new_context(viewport=PHONE_VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.route(re.compile(r"^(?!" + re.escape(site) + r"|data:|blob:)"), lambda r: r.abort())
+    try:
+        page.goto(site + f"{name}.html", wait_until="load")
+        page.wait_for_function(FIGURES_DRAWN_JS, arg=n_figures)  # figures take their width
+        overflow = page.evaluate(OVERFLOW_JS)
+        links = page.evaluate(DOWNLOAD_LINKS_JS)
+    finally:
+        context.close()
+    assert overflow["scroll"] <= overflow["width"] + 1, (
+        f"{name} scrolls sideways on a phone: {overflow['scroll']} px wide in a "
+        f"{overflow['width']} px window; sticking out:\n  " + "\n  ".join(overflow["wide"])
+    )
+    assert links, f"{name}: no download button"
+    assert all(link["download"] for link in links), f"{name}: {links}"
+    if name.startswith("notebooks/"):
+        assert any(link["href"].endswith(f"{name}.ipynb") for link in links), links

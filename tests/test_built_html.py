@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_notebooks import _build_info
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = Path(os.environ.get("BUILT_HTML", ROOT / "_build" / "test" / "_build" / "html"))
@@ -206,3 +207,18 @@ def test_bibliography_labels_match_the_author_year_citations():
     assert "Breslow 2026" in labels and "Pearce et al. 2025" in labels, labels[:5]
     assert {"Gokden 2026a", "Gokden 2026b"} <= set(labels)
     assert all(re.fullmatch(r"\S.* (\d{4}[a-z]?|n\.d\.)", label) for label in labels), labels
+
+
+def test_github_pages_keeps_the_underscore_folders():
+    """Without .nojekyll, GitHub Pages runs Jekyll on the upload, which drops every folder whose
+    name starts with an underscore: _static/ (every page's CSS and JavaScript) and _sources/ (the
+    download buttons' files)."""
+    assert (HTML / ".nojekyll").is_file()
+    assert (HTML / "_static" / "course.css").is_file()
+    assert (HTML / "_sources" / f"{CHAPTERS[0]}.ipynb").is_file()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_canonical_address_is_the_pages_address_of_the_repository(chapter):
+    pages = _build_info().pages_url(CONFIG["repository"]["url"])
+    assert f'<link rel="canonical" href="{pages}{chapter}.html" />' in page(chapter)

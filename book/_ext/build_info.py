@@ -6,6 +6,9 @@
   it numerically: it renders the test's name as a link to its line in the repository (the URL and
   branch of ``_config.yml``), and the build fails (a warning under ``-W``) when the file or the
   test function does not exist, so a renamed test cannot leave a dead link behind.
+* ``html_baseurl`` (the canonical address of every page) is the GitHub Pages address of the
+  repository in ``_config.yml`` (:func:`pages_url`), so that a fork that changes the URL there
+  publishes under its own address; an explicit ``html.baseurl`` in ``_config.yml`` wins.
 * The pybtex style ``author_year_labels`` (selected by ``bibtex_default_style`` in
   ``_config.yml``) labels the bibliography "Breslow 2026", "Pearce et al. 2025", matching the
   author–year citations in the text (pybtex's default labels are alpha-style, "[Bre26]").
@@ -32,6 +35,35 @@ def _add_substitutions(app: Sphinx, config: Config) -> None:
         **config.myst_substitutions,
         "build_mode": "fast" if fast_mode() else "full",
     }
+
+
+def pages_url(repository_url: str) -> str:
+    """The GitHub Pages address of a repository: ``https://github.com/OWNER/NAME`` is published
+    at ``https://owner.github.io/NAME/`` (a repository called ``OWNER.github.io`` at
+    ``https://owner.github.io/``). Source: GitHub's documentation of Pages site types.
+
+    Raises
+    ------
+    ValueError
+        ``repository_url`` is not ``https://github.com/OWNER/NAME`` (``.git`` and a final slash
+        are allowed).
+    """
+    match = re.fullmatch(
+        r"https://github\.com/([A-Za-z0-9-]+)/([A-Za-z0-9._-]+?)(?:\.git)?/?", repository_url
+    )
+    if not match:
+        raise ValueError(
+            f"repository url: expected https://github.com/OWNER/NAME, got {repository_url!r}"
+        )
+    owner, name = match.group(1).lower(), match.group(2)
+    host = f"https://{owner}.github.io/"
+    return host if name.lower() == f"{owner}.github.io" else f"{host}{name}/"
+
+
+def _set_pages_baseurl(app: Sphinx, config: Config) -> None:
+    url = config.html_theme_options.get("repository_url", "")
+    if not config.html_baseurl and url.startswith("https://github.com/"):
+        config.html_baseurl = pages_url(url)
 
 
 def test_line(root: Path, target: str) -> int:
@@ -116,5 +148,6 @@ register_plugin("pybtex.style.formatting", "author_year_labels", AuthorYearStyle
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _add_substitutions)
+    app.connect("config-inited", _set_pages_baseurl)
     app.add_role("test", TestRole())
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -30,3 +30,14 @@ document.addEventListener("DOMContentLoaded", function () {
     },
   };
 });
+
+// The download buttons link to the page's source in _sources/ (the .ipynb of a chapter). A server
+// that sends .ipynb files as JSON made the browser show them as text in a new tab; the download
+// attribute asks it to save the file instead. The theme's button template takes no attributes.
+document.addEventListener("DOMContentLoaded", function () {
+  document
+    .querySelectorAll("a.btn-download-source-button, a.btn-download-notebook-button")
+    .forEach(function (link) {
+      link.setAttribute("download", "");
+    });
+});

@@ -5,6 +5,7 @@
   text file; a SentencePiece unigram tokenizer trained on it; random next-token batches.
 * A teacher-student regression task (a random tanh network to imitate).
 * A synthetic key-value recall task (memorise a random key → value table).
+* The trained checkpoints and their recipes that the course ships in ``data/``.
 """
 
 from __future__ import annotations
@@ -348,46 +349,65 @@ SHIPPED_FILES = (
 )
 
 
-def shipped(name: str) -> Path:
-    """The folder of a checkpoint the course ships in ``data/<name>/``.
+# The repository's data/ inside an installed kvattn: pyproject.toml ships it as the package data
+# kvattn/_shipped, so that an install from a local folder, a wheel or a git URL works offline.
+# (Private, so that the API page does not print this machine's paths.)
+_PACKAGE_DATA = Path(__file__).resolve().parent / "_shipped"
+# data/ in a clone of the repository (an editable install, the book build, nbval).
+_CLONE_DATA = Path(__file__).resolve().parents[2] / "data"
 
-    In a clone of the repository (an editable install, the book build, nbval) this is the folder
-    itself. Where kvattn was installed from GitHub with pip (Colab's set-up cell), the files are
-    fetched from the same repository and commit that pip recorded (its ``direct_url.json``) into
-    ``~/.cache/kvattn/`` on first use, so the URL is never written down twice.
+
+def _shipped_file(what: str, name: str, pattern: str) -> Path:
+    """The file ``pattern.format(name)`` in the installed package data, else in the clone."""
+    if not isinstance(name, str):
+        raise TypeError(f"expected a {what} name (str) such as 'pldr_tiny', got {name!r}")
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"expected a {what} name such as 'pldr_tiny', got {name!r}")
+    roots = [root for root in (_PACKAGE_DATA, _CLONE_DATA) if root.is_dir()]
+    for root in roots:
+        if (root / pattern.format(name)).is_file():
+            return root / pattern.format(name)
+    before, after = pattern.split("{}")
+    available = sorted(
+        {
+            p.relative_to(root).as_posix()[len(before) : -len(after)]
+            for root in roots
+            for p in root.glob(pattern.format("*"))
+        }
+    )
+    raise FileNotFoundError(
+        f"no shipped {what} data/{pattern.format(name)}; the shipped ones: {available}"
+    )
+
+
+def shipped(name: str) -> Path:
+    """The folder ``data/<name>/`` of a checkpoint the course ships (files :data:`SHIPPED_FILES`).
+
+    An installed kvattn (``pip install`` from a local folder, a wheel or the GitHub URL, as in
+    Colab's set-up cell) carries ``data/`` as package data; in a clone of the repository this is
+    the folder ``data/<name>`` itself. Nothing is downloaded.
 
     Raises
     ------
+    TypeError
+        ``name`` is not a string.
+    ValueError
+        ``name`` is empty, starts with a dot or contains a path separator.
     FileNotFoundError
-        The checkpoint is not in the clone, and kvattn was not installed from a GitHub URL.
+        No such checkpoint (the message lists the shipped ones).
     """
-    import importlib.metadata
-    import json
-    import urllib.request
+    return _shipped_file("checkpoint", name, "{}/config.json").parent
 
-    if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"expected a checkpoint name such as 'pldr_tiny', got {name!r}")
-    local = Path(__file__).resolve().parents[2] / "data" / name
-    if (local / "config.json").exists():
-        return local
-    try:
-        direct = json.loads(
-            importlib.metadata.distribution("kvattn").read_text("direct_url.json") or "{}"
-        )
-    except importlib.metadata.PackageNotFoundError:
-        direct = {}
-    url, commit = direct.get("url", ""), direct.get("vcs_info", {}).get("commit_id")
-    if not (url.startswith("https://github.com/") and commit):
-        raise FileNotFoundError(
-            f"no shipped checkpoint data/{name}: run from a clone of the course repository, or "
-            "install kvattn with pip from its GitHub URL"
-        )
-    repo = url.removeprefix("https://github.com/").removesuffix(".git")
-    target = Path.home() / ".cache" / "kvattn" / commit / name
-    target.mkdir(parents=True, exist_ok=True)
-    for file in SHIPPED_FILES:
-        if not (target / file).exists():
-            raw = f"https://raw.githubusercontent.com/{repo}/{commit}/data/{name}/{file}"
-            with urllib.request.urlopen(raw, timeout=120) as response:
-                (target / file).write_bytes(response.read())
-    return target
+
+def recipe(name: str) -> Path:
+    """The JSON recipe ``data/recipes/<name>.json`` that made the shipped checkpoint ``name``.
+
+    Read it with ``PretrainConfig.from_file`` (:class:`kvattn.train.PretrainConfig`), train with
+    :func:`kvattn.train.pretrain`; found like :func:`shipped`, in an install or a clone.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped recipes).
+    """
+    return _shipped_file("recipe", name, "recipes/{}.json")
