@@ -51,8 +51,9 @@ CONFIG_NAME = "config.json"
 CHECKSUM_KEY = "kvattn_sha256"
 WEIGHTS_NAME = "model.safetensors"
 _PLGA_NAMES = {"W": "Wlst", "b_W": "blst", "P": "pwlst", "a": "alst", "b_a": "balst"}
-#: ``model_type`` and ``architectures`` entry of a ``density="prefix"`` PLDR-LLM's config.json.
+#: ``model_type`` of a ``density="prefix"`` PLDR-LLM's config.json (unknown to published loaders).
 PREFIX_MODEL_TYPE = "kvattn_pldrllm_prefix"
+#: ``architectures`` entry of a ``density="prefix"`` PLDR-LLM's config.json.
 PREFIX_ARCHITECTURE = "KvattnPrefixPldrllmForCausalLM"
 _ARCHITECTURES = {
     PLDRLLM.architecture: PLDRLLM,
