@@ -26,6 +26,7 @@ from kvattn.checkpoint import (
     recover_directory,
     replace_directory,
     save_pretrained,
+    staging_directory,
     to_published,
 )
 from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
@@ -731,7 +732,8 @@ def test_recover_directory_after_a_kill_between_the_two_moves(tmp_path):
     no folder at all. Recovery moves the complete new folder in (or, without it, the old one
     back)."""
     target = tmp_path / "run"
-    staging = tmp_path / "run.kvattn-staging"
+    staging = staging_directory(target)
+    assert staging == tmp_path / "run.kvattn-staging"
     aside = tmp_path / "run.kvattn-replaced"
     for folder, text in ((staging, "new"), (aside, "old")):
         folder.mkdir()
@@ -749,7 +751,15 @@ def test_recover_directory_after_a_kill_between_the_two_moves(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     staging.mkdir()
     (staging / "f").write_text("newer")
-    replace_directory(staging, target)
+    replace_directory(target)
     assert (target / "f").read_text() == "newer"
-    with pytest.raises(ValueError, match="staging must be"):
-        replace_directory(tmp_path / "elsewhere", target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/.."])
+def test_save_pretrained_needs_a_named_folder(tmp_path, monkeypatch, name):
+    """The folder is swapped as a whole: never the working directory or one above it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="directory must name a folder"):
+        save_pretrained(build("gpt"), name)
+    assert list(tmp_path.iterdir()) == []

@@ -126,13 +126,16 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     Raises
     ------
     ValueError
-        ``directory`` exists and is not a folder.
+        ``directory`` is ``"."`` or ends in ``".."``, or exists and is not a folder.
     """
     directory = Path(directory)
+    if directory.name in ("", ".."):
+        # the folder is swapped as a whole, so it must not be the working directory or above
+        raise ValueError(f"directory must name a folder such as 'ckpt', got {str(directory)!r}")
     recover_directory(directory)
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"directory {directory} exists and is not a folder")
-    staging = _sibling(directory, _STAGING)
+    staging = staging_directory(directory)
     shutil.rmtree(staging, ignore_errors=True)
     if directory.is_dir():
         shutil.copytree(
@@ -144,7 +147,7 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
             copy_function=_link_or_copy,
         )
     write_pretrained(model, staging)
-    replace_directory(staging, directory)
+    replace_directory(directory)
     return directory
 
 
@@ -169,8 +172,10 @@ def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
     )
 
 
-def _sibling(directory: Path, suffix: str) -> Path:
-    return directory.with_name(directory.name + suffix)
+def staging_directory(directory: Path) -> Path:
+    """The sibling folder ``<directory>.kvattn-staging`` where the new contents of ``directory``
+    are written in full before :func:`replace_directory` swaps them in."""
+    return directory.with_name(directory.name + _STAGING)
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -181,25 +186,16 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def replace_directory(staging: Path, directory: Path) -> None:
-    """Replace ``directory`` by the complete folder ``staging`` so that a kill at any moment
-    leaves a complete folder: move the old one aside to ``<directory>.kvattn-replaced``, move
-    ``staging`` in, then delete the old one. :func:`recover_directory` repairs an interrupted
-    replace. ``staging`` must be ``<directory>.kvattn-staging`` (recovery finds it by that
-    name).
-
-    Raises
-    ------
-    ValueError
-        ``staging`` is not ``<directory>.kvattn-staging``.
-    """
-    if staging != _sibling(directory, _STAGING):
-        raise ValueError(f"staging must be {_sibling(directory, _STAGING)}, got {staging}")
-    aside = _sibling(directory, _ASIDE)
+def replace_directory(directory: Path) -> None:
+    """Replace ``directory`` by the complete folder :func:`staging_directory` names, so that a
+    kill at any moment leaves a complete folder: move the old one aside to
+    ``<directory>.kvattn-replaced``, move the staging folder in, then delete the old one.
+    :func:`recover_directory` repairs an interrupted replace."""
+    aside = directory.with_name(directory.name + _ASIDE)
     shutil.rmtree(aside, ignore_errors=True)
     if directory.exists():
         directory.rename(aside)
-    staging.rename(directory)
+    staging_directory(directory).rename(directory)
     shutil.rmtree(aside, ignore_errors=True)
 
 
@@ -212,7 +208,7 @@ def recover_directory(directory: Path) -> None:
     if it is gone the old folder is restored. A lone staging folder is an incomplete write and is
     removed."""
     directory = Path(directory)
-    staging, aside = _sibling(directory, _STAGING), _sibling(directory, _ASIDE)
+    staging, aside = staging_directory(directory), directory.with_name(directory.name + _ASIDE)
     if not directory.exists() and aside.is_dir():
         (staging if staging.is_dir() else aside).rename(directory)
     shutil.rmtree(staging, ignore_errors=True)

@@ -825,7 +825,12 @@ def _pretrain(
 ) -> PretrainResult:
     from torch.nn.parallel import DistributedDataParallel
 
-    from .checkpoint import load_pretrained, replace_directory, write_pretrained
+    from .checkpoint import (
+        load_pretrained,
+        replace_directory,
+        staging_directory,
+        write_pretrained,
+    )
     from .pldr import GPT, PLDRLLM, PLDRConfig
 
     out_dir = Path(cfg.out_dir)
@@ -889,12 +894,12 @@ def _pretrain(
 
     def on_checkpoint(step: int, opt: torch.optim.Optimizer, hist: History) -> None:
         if rank == 0:
-            staging = ckpt.with_name(ckpt.name + ".kvattn-staging")
+            staging = staging_directory(ckpt)
             shutil.rmtree(staging, ignore_errors=True)
             write_pretrained(model, staging)
             (staging / "tokenizer.model").write_bytes(tokenizer_bytes)
             _save_training_state(staging, step, opt, hist, cfg)
-            replace_directory(staging, ckpt)
+            replace_directory(ckpt)
         if world > 1:
             import torch.distributed as dist
 
