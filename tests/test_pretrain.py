@@ -345,6 +345,8 @@ def test_resume_with_a_changed_run_is_refused_and_names_the_fields(tmp_path, mon
         ValueError, match=r"corpus: checkpoint 'pydoc', now 'stdlib'; vocab_size: checkpoint 400"
     ):
         pretrain(config(tmp_path, corpus="stdlib", vocab_size=300), resume=True, progress=False)
+    with pytest.raises(ValueError, match="it has done 3 steps, more than steps=2"):
+        pretrain(config(tmp_path, steps=2), resume=True, progress=False)
     assert (ckpt / "tokenizer.model").read_bytes() == tokenizer
     assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 3
 

@@ -737,7 +737,13 @@ def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
             f"resume: there is no checkpoint to resume in {ckpt} (no trainer_state.json); "
             "run without resume to start a new run"
         )
-    saved = json.loads(state_file.read_text())["config"]
+    state = json.loads(state_file.read_text())
+    if state["step"] > cfg.steps:
+        raise ValueError(
+            f"cannot resume the run in {ckpt}: it has done {state['step']} steps, more than "
+            f"steps={cfg.steps}"
+        )
+    saved = state["config"]
     now = json.loads(json.dumps(cfg.to_dict()))  # tuples as lists, as the JSON file holds them
     differing = [
         f"{name}: checkpoint {saved.get(name)!r}, now {now[name]!r}"
