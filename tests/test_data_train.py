@@ -446,6 +446,8 @@ def test_grad_clip_limits_the_update():
         ({"steps": 5, "lr": 0.1, "eps": -1e-8}, "eps must be a positive finite number"),
         ({"steps": 5, "lr": 0.1, "weight_decay": -0.1}, "weight_decay must be a finite number"),
         ({"steps": 5, "lr": 0.1, "warmup": 1.5}, "warmup must be an int >= 0, got 1.5"),
+        ({"steps": 5, "lr": 0.1, "eval_every": 0}, "eval_every must be an int >= 1, got 0"),
+        ({"steps": 5, "lr": 0.1, "checkpoint_every": -2}, "checkpoint_every must be an int >= 1"),
     ],
 )
 def test_train_argument_errors(kwargs, message):
@@ -473,6 +475,24 @@ def test_train_lm_seeds_is_paired_and_reproducible():
     assert runs.evals[0] != runs.evals[1]
     assert runs.final == [e[-1] for e in runs.evals]
     assert runs.n_params == sum(p.numel() for p in TinyLM(cfg).parameters())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seeds": []}, "seeds must name at least one seed"),
+        ({"seeds": [0, "1"]}, "every seed must be an int >= 0, got '1'"),
+        ({"batch_size": 0}, "batch_size must be an int >= 1, got 0"),
+        ({"eval_every": 2.5}, "eval_every must be an int >= 1, got 2.5"),
+    ],
+)
+def test_train_lm_seeds_argument_errors(kwargs, message):
+    cfg = TinyLMConfig(vocab_size=30, d_model=8, n_layers=1, n_heads=2, block_size=6, n_slots=8)
+    ids = torch.arange(60) % 30
+    with pytest.raises(ValueError, match=message):
+        train.train_lm_seeds(
+            cfg, TokenData(None, ids, ids), **{"seeds": [0], "steps": 2, **kwargs}, progress=False
+        )
 
 
 def test_paired_difference_matches_student_t():

@@ -132,7 +132,8 @@ def train(
     Raises
     ------
     ValueError
-        Bad arguments (steps, lr, schedule, optimizer, warmup, a negative or non-numeric clip,
+        Bad arguments (steps, lr, schedule, optimizer, warmup, ``eval_every`` or
+        ``checkpoint_every`` not None or an int >= 1, a negative or non-numeric clip,
         ``min_lr_ratio`` outside [0, 1], ``betas``, ``eps``, ``weight_decay``), before any step.
     FloatingPointError
         The loss became NaN or infinite (the message names the step and the learning rate), or a
@@ -145,6 +146,9 @@ def train(
     if not isinstance(log_every, int) or log_every < 1:
         raise ValueError(f"log_every must be a positive int, got {log_every!r}")
     _check_int("warmup", warmup, low=0)
+    for name, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
+        if value is not None:
+            _check_int(name, value, low=1)
     _check_optimiser(
         lr=lr,
         min_lr_ratio=min_lr_ratio,
@@ -346,9 +350,19 @@ def train_lm_seeds(
     configurations run with the same seeds see the same batches: their per-seed differences are
     paired. Recipe: AdamW (wd 0.1), 10 % linear warm-up then cosine decay, grad-norm clip 1.
     ``progress`` shows a bar over the seeds.
+
+    Raises
+    ------
+    ValueError
+        No seeds, a seed that is not an int >= 0, ``batch_size`` or ``eval_every`` not an int >= 1,
+        or a bad ``steps``/``lr`` (see :func:`train`), before any training.
     """
     if not seeds:
         raise ValueError("seeds must name at least one seed")
+    for seed in seeds:
+        _check_int("every seed", seed, low=0)
+    _check_int("batch_size", batch_size, low=1)
+    _check_int("eval_every", eval_every, low=1)
     runs: list[list[float]] = []
     eval_steps: list[int] = []
     model = None
