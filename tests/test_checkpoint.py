@@ -15,12 +15,18 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+import kvattn.checkpoint as C
 from kvattn.checkpoint import (
     CONFIG_NAME,
+    PREFIX_ARCHITECTURE,
+    PREFIX_MODEL_TYPE,
     WEIGHTS_NAME,
     from_published,
     load_pretrained,
+    recover_directory,
+    replace_directory,
     save_pretrained,
+    staging_directory,
     to_published,
 )
 from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
@@ -585,3 +591,175 @@ def test_gpt_checkpoint_is_not_a_plga_checkpoint(tmp_path):
     edit_config(directory, architectures=["PldrllmForCausalLM"])
     with pytest.raises(ValueError, match="missing 70 tensors"):
         load_pretrained(directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad inputs: config fields, config.json, weights
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (dict(attention_bias="false"), "attention_bias must be true or false, got 'false'"),
+        (dict(final_bias=0), "final_bias must be true or false, got 0"),
+        (dict(reference_rope=None), "reference_rope must be true or false, got None"),
+        (dict(tie_word_embeddings="no"), "tie_word_embeddings must be true or false"),
+        (
+            dict(pad_token_id=V),
+            rf"pad_token_id must lie in \[0, vocab_size\) = \[0, {V}\), got {V}",
+        ),
+        (dict(eos_token_id=-1), r"eos_token_id must lie in \[0, vocab_size\)"),
+        (dict(bos_token_id=2.0), "bos_token_id must be an int token id, got 2.0"),
+        (dict(head_dim="8"), "head_dim must be a positive int, got '8'"),
+        (dict(model_type="llama"), "model_type must be 'pldrllm', got 'llama'"),
+        (dict(extra={"rope_scaling": {"type": "linear", "factor": 2.0}}), "rope_scaling="),
+    ],
+)
+def test_config_fields_are_checked_at_construction(overrides, match):
+    """Wrong types are refused rather than used ("false" is truthy and kept the biases), and
+    special token ids must index the vocabulary."""
+    with pytest.raises(ValueError, match=match):
+        cfg(**overrides)
+
+
+def test_strict_from_dict_names_the_typo_and_the_allowed_keys():
+    values = {"hidden_size": D, "num_attention_heads": H, "hiden_size": 16}
+    with pytest.raises(ValueError, match=r"'hiden_size' \(did you mean 'hidden_size'\?\)"):
+        PLDRConfig.from_dict(values, strict=True)
+    # a published config.json keeps the fields kvattn does not use
+    loose = PLDRConfig.from_dict({"transformers_version": "4.56.1", "rope_scaling": None})
+    assert loose.extra == {"transformers_version": "4.56.1", "rope_scaling": None}
+    assert loose.hidden_size == 896
+
+
+def test_non_null_rope_scaling_is_refused_and_null_is_kept(saved):
+    model, directory = saved
+    edit_config(directory, rope_scaling=None)
+    assert torch.equal(logits(load_pretrained(directory)), logits(model))
+    edit_config(directory, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    with pytest.raises(
+        ValueError, match=r"config.json: rope_scaling=.*'factor': 4.0.* not supported"
+    ):
+        load_pretrained(directory)
+
+
+def test_architectures_must_be_a_list(saved):
+    _, directory = saved
+    edit_config(directory, architectures="PldrllmForCausalLM")
+    with pytest.raises(
+        ValueError, match=r"architectures must be a non-empty list .* got 'PldrllmForCausalLM'"
+    ):
+        load_pretrained(directory)
+    edit_config(directory, architectures=[])
+    with pytest.raises(ValueError, match="architectures must be a non-empty list"):
+        load_pretrained(directory)
+
+
+def test_integer_weights_are_refused_with_their_name(saved):
+    _, directory = saved
+    key = "decoder.dec_layers.1.mha1.wq.weight"
+    edit_tensors(directory, lambda t: t.update({key: (t[key] * 100).to(torch.int32)}))
+    with pytest.raises(ValueError, match=rf"tensor {key} has dtype torch.int32.*floating point"):
+        load_pretrained(directory)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_with_their_name(saved, value):
+    _, directory = saved
+    key = "decoder.dec_layers.0.mha1.plgatt_layer.pwlst"
+
+    def poison(tensors):
+        tensors[key] = tensors[key].clone()
+        tensors[key][1, 2, 3] = value
+
+    edit_tensors(directory, poison)
+    with pytest.raises(ValueError, match=rf"tensor {key} holds NaN or infinite values"):
+        load_pretrained(directory)
+
+
+def test_prefix_density_checkpoint_is_refused_by_a_published_loader(tmp_path):
+    """A prefix-density model gets its own model_type and architectures (an unknown model type to
+    the published AutoConfig), and kvattn maps them back to the prefix model."""
+    model = build("plga", density="prefix")
+    directory = save_pretrained(model, tmp_path / "prefix")
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    assert raw["model_type"] == PREFIX_MODEL_TYPE != "pldrllm"
+    assert raw["architectures"] == [PREFIX_ARCHITECTURE]
+    loaded = load_pretrained(directory)
+    assert type(loaded) is PLDRLLM and loaded.config.density == "prefix"
+    assert loaded.config.model_type == "pldrllm"
+    assert torch.equal(logits(loaded), logits(model))
+    block = json.loads(
+        (save_pretrained(build("plga"), tmp_path / "block") / CONFIG_NAME).read_text()
+    )
+    assert block["model_type"] == "pldrllm" and block["architectures"] == ["PldrllmForCausalLM"]
+    edit_config(directory, density="block")
+    with pytest.raises(ValueError, match=f"model_type '{PREFIX_MODEL_TYPE}' but density 'block'"):
+        load_pretrained(directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# Crash-safe saving
+
+
+def test_a_kill_while_saving_leaves_the_old_checkpoint_whole(saved, monkeypatch):
+    """save_pretrained writes config.json before the weights; a kill in between used to leave a
+    new config.json beside the old weights. Now the old folder is untouched until the new one is
+    complete."""
+    old, directory = saved
+    (directory / "tokenizer.model").write_bytes(b"tok")
+    old_config = (directory / CONFIG_NAME).read_text()
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(C, "save_file", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_pretrained(build("plga", seed=1, num_hidden_layers=1), directory)
+    monkeypatch.undo()
+    assert (directory / CONFIG_NAME).read_text() == old_config
+    assert torch.equal(logits(load_pretrained(directory)), logits(old))
+    # the next save clears the leftover staging folder and keeps files it does not own
+    new = build("plga", seed=1)
+    save_pretrained(new, directory)
+    assert sorted(p.name for p in directory.parent.iterdir()) == ["ckpt"]
+    assert (directory / "tokenizer.model").read_bytes() == b"tok"
+    assert torch.equal(logits(load_pretrained(directory)), logits(new))
+
+
+def test_recover_directory_after_a_kill_between_the_two_moves(tmp_path):
+    """replace_directory moves the old folder aside, then the new one in; a kill in between leaves
+    no folder at all. Recovery moves the complete new folder in (or, without it, the old one
+    back)."""
+    target = tmp_path / "run"
+    staging = staging_directory(target)
+    assert staging == tmp_path / "run.kvattn-staging"
+    aside = tmp_path / "run.kvattn-replaced"
+    for folder, text in ((staging, "new"), (aside, "old")):
+        folder.mkdir()
+        (folder / "f").write_text(text)
+    recover_directory(target)
+    assert (target / "f").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    target.rename(aside)
+    recover_directory(target)
+    assert (target / "f").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    # an interrupted first write (staging only) is discarded; a present target keeps its content
+    staging.mkdir()
+    recover_directory(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    staging.mkdir()
+    (staging / "f").write_text("newer")
+    replace_directory(target)
+    assert (target / "f").read_text() == "newer"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/.."])
+def test_save_pretrained_needs_a_named_folder(tmp_path, monkeypatch, name):
+    """The folder is swapped as a whole: never the working directory or one above it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="directory must name a folder"):
+        save_pretrained(build("gpt"), name)
+    assert list(tmp_path.iterdir()) == []

@@ -278,6 +278,59 @@ def test_non_finite_loss_names_the_step():
     assert seen == [0, 1, 2]
 
 
+def test_non_finite_parameters_are_never_checkpointed():
+    """A finite loss with a NaN gradient (sqrt at 0) makes the weights NaN; the next checkpoint
+    raises instead, naming the parameter and the step, so on_checkpoint never sees them."""
+    model = nn.Linear(3, 1)
+    x = torch.randn(8, 3)
+
+    def loss_fn(step):
+        loss = model(x).pow(2).mean()
+        return loss + torch.sqrt(0.0 * model.bias.sum()) if step == 5 else loss
+
+    saved = []
+    with pytest.raises(
+        FloatingPointError, match=r"non-finite parameter bias after 6 steps \(step 5\)"
+    ):
+        train.train(
+            model,
+            loss_fn,
+            steps=10,
+            lr=0.01,
+            checkpoint_every=3,
+            on_checkpoint=lambda step, opt, hist: saved.append(step),
+            log_every=10,
+            progress=False,
+        )
+    assert saved == [3]
+
+
+def test_loss_is_checked_when_it_is_logged():
+    """The loss is read (a GPU sync) only every log_every steps: a NaN at step 1 is reported at
+    the next logged step, 3, by which time it has poisoned the weights."""
+    model = nn.Linear(3, 1)
+    x = torch.randn(8, 3)
+
+    def loss_fn(step):
+        loss = model(x).pow(2).mean()
+        return loss * float("nan") if step == 1 else loss
+
+    seen = []
+    with pytest.raises(
+        FloatingPointError, match=r"non-finite loss nan at step 3 .*checked every 3 steps"
+    ):
+        train.train(
+            model,
+            loss_fn,
+            steps=10,
+            lr=0.01,
+            log_every=3,
+            progress=False,
+            callback=lambda s, m: seen.append(s),
+        )
+    assert seen == [0, 1, 2]
+
+
 def test_lr_multiplier_schedule_endpoints():
     """Linear warm-up to 1, then constant or cosine decay to min_ratio at the last step."""
     assert lr_multiplier(0, 100, 10, "cosine", 0.1) == pytest.approx(0.1)
@@ -383,10 +436,23 @@ def test_grad_clip_limits_the_update():
         ({"steps": 5, "lr": 0.0}, "need steps >= 1 and lr > 0"),
         ({"steps": 5, "lr": 0.1, "schedule": "linear"}, "schedule must be 'constant' or 'cosine'"),
         ({"steps": 5, "lr": 0.1, "optimizer": "adam"}, "optimizer must be 'adamw' or 'sgd'"),
+        ({"steps": 5, "lr": "0.1"}, "need steps >= 1 and lr > 0, got steps=5, lr='0.1'"),
+        ({"steps": 5, "lr": 0.1, "grad_clip": -1.0}, "grad_clip must be null .* got -1.0"),
+        ({"steps": 5, "lr": 0.1, "clip_value": -1.0}, "clip_value must be null .* got -1.0"),
+        ({"steps": 5, "lr": 0.1, "clip_value": 0}, "clip_value must be null .* got 0"),
+        ({"steps": 5, "lr": 0.1, "min_lr_ratio": -1}, r"min_lr_ratio must be a number in \[0, 1\]"),
+        ({"steps": 5, "lr": 0.1, "min_lr_ratio": 2}, r"min_lr_ratio must be a number in \[0, 1\]"),
+        ({"steps": 5, "lr": 0.1, "betas": (0.9,)}, r"betas must be two numbers in \[0, 1\)"),
+        ({"steps": 5, "lr": 0.1, "eps": -1e-8}, "eps must be a positive finite number"),
+        ({"steps": 5, "lr": 0.1, "weight_decay": -0.1}, "weight_decay must be a finite number"),
+        ({"steps": 5, "lr": 0.1, "warmup": 1.5}, "warmup must be an int >= 0, got 1.5"),
+        ({"steps": 5, "lr": 0.1, "eval_every": 0}, "eval_every must be an int >= 1, got 0"),
+        ({"steps": 5, "lr": 0.1, "checkpoint_every": -2}, "checkpoint_every must be an int >= 1"),
     ],
 )
 def test_train_argument_errors(kwargs, message):
-    """Bad steps, lr, schedule or optimizer raise ValueError naming the accepted values."""
+    """Bad steps, lr, schedule, optimizer, clips, schedule floor or AdamW settings raise ValueError
+    naming the accepted values (a negative clip or min_lr_ratio used to blow the loss up)."""
     model = nn.Linear(2, 1)
     with pytest.raises(ValueError, match=message):
         train.train(model, lambda s: model(torch.ones(2)).sum(), progress=False, **kwargs)
@@ -409,6 +475,24 @@ def test_train_lm_seeds_is_paired_and_reproducible():
     assert runs.evals[0] != runs.evals[1]
     assert runs.final == [e[-1] for e in runs.evals]
     assert runs.n_params == sum(p.numel() for p in TinyLM(cfg).parameters())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seeds": []}, "seeds must name at least one seed"),
+        ({"seeds": [0, "1"]}, "every seed must be an int >= 0, got '1'"),
+        ({"batch_size": 0}, "batch_size must be an int >= 1, got 0"),
+        ({"eval_every": 2.5}, "eval_every must be an int >= 1, got 2.5"),
+    ],
+)
+def test_train_lm_seeds_argument_errors(kwargs, message):
+    cfg = TinyLMConfig(vocab_size=30, d_model=8, n_layers=1, n_heads=2, block_size=6, n_slots=8)
+    ids = torch.arange(60) % 30
+    with pytest.raises(ValueError, match=message):
+        train.train_lm_seeds(
+            cfg, TokenData(None, ids, ids), **{"seeds": [0], "steps": 2, **kwargs}, progress=False
+        )
 
 
 def test_paired_difference_matches_student_t():

@@ -218,3 +218,230 @@ def test_ddp_on_two_cpu_processes_matches_one_process_pldr(tmp_path):
 def test_bf16_autocast_on_cuda(tmp_path):
     result = pretrain(config(tmp_path, steps=3, device="cuda", bf16=True), progress=False)
     assert all(torch.isfinite(torch.tensor(result.history.loss)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad configs are refused at construction, before any work
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"model": {**TINY["model"], "hiden_size": 16}}, r"'hiden_size' \(did you mean"),
+        ({"model": {**TINY["model"], "attention_bias": "false"}}, "attention_bias must be true"),
+        ({"model": {**TINY["model"], "vocab_size": 50}}, "model must not set vocab_size"),
+        ({"model": {**TINY["model"], "max_position_embeddings": 8}}, "smaller than block_size"),
+        ({"lr": "0.001"}, "lr must be a positive finite number, got '0.001'"),
+        ({"lr": 0}, "lr must be a positive finite number, got 0"),
+        ({"betas": [0.9]}, r"betas must be two numbers in \[0, 1\), got \[0.9\]"),
+        ({"betas": [0.9, 1.5]}, "betas must be two numbers"),
+        ({"clip_value": -1}, "clip_value must be null .* got -1"),
+        ({"clip_norm": -1}, "clip_norm must be null .* got -1"),
+        ({"min_lr_ratio": -1}, r"min_lr_ratio must be a number in \[0, 1\], got -1"),
+        ({"eps": 0}, "eps must be a positive"),
+        ({"weight_decay": -0.1}, "weight_decay must be a finite number >= 0"),
+        ({"warmup": -1}, "warmup must be an int >= 0, got -1"),
+        ({"steps": "10"}, "steps must be an int >= 1, got '10'"),
+        ({"val_every": 1}, "val_every must be an int >= 2"),
+        ({"corpus_chars": 0}, "corpus_chars must be an int >= 1"),
+        ({"bf16": "true"}, "bf16 must be true or false"),
+        ({"overwrite": 1}, "overwrite must be true or false"),
+        ({"device": "gpu"}, "device must be 'auto' or a torch device"),
+        ({"dag": [0.1, -1, 0]}, "dag must be three non-negative"),
+        ({"log_every": 0}, "log_every must be an int >= 1"),
+    ],
+)
+def test_bad_config_fields_are_refused_before_any_work(tmp_path, monkeypatch, changes, match):
+    """Each bad field fails when the config is read (naming the field, the value and what is
+    allowed), not after tokenizer training or as an exploding loss."""
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**TINY, "out_dir": str(tmp_path / "run"), **changes}))
+    with pytest.raises(ValueError, match=match):
+        PretrainConfig.from_file(path)
+    assert not (tmp_path / "run").exists()
+
+
+def test_config_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match=r"c\.json is not valid JSON"):
+        PretrainConfig.from_file(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        PretrainConfig.from_file(path)
+    path.write_text(json.dumps({**TINY, "stpes": 5}))
+    with pytest.raises(ValueError, match=r"'stpes' \(did you mean 'steps'\?\)"):
+        PretrainConfig.from_file(path)
+
+
+def test_help_lists_every_config_field():
+    out = subprocess.run(
+        [sys.executable, "-m", "kvattn.train", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    for f in T.fields(PretrainConfig):
+        assert f"  {f.name} ({f.type}, default " in out.stdout, f.name
+        assert f.metadata["help"] in out.stdout
+    assert "--overwrite" in out.stdout and "--resume" in out.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing is lost: existing runs, resumes, output folder, interrupted checkpoints
+
+
+def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path, monkeypatch):
+    pretrain(config(tmp_path, steps=3), progress=False)
+    ckpt = tmp_path / "run" / "checkpoint"
+    before = (ckpt / "model.safetensors").read_bytes()
+    original = T.tokenize
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    with pytest.raises(FileExistsError, match="already holds a run; resume it"):
+        pretrain(config(tmp_path, steps=3, seed=4), progress=False)
+    assert (ckpt / "model.safetensors").read_bytes() == before
+    with pytest.raises(ValueError, match="resume and overwrite exclude each other"):
+        pretrain(config(tmp_path, overwrite=True), resume=True, progress=False)
+    monkeypatch.setattr(T, "tokenize", original)
+    replaced = pretrain(config(tmp_path, steps=3, seed=4, overwrite=True), progress=False)
+    assert (ckpt / "model.safetensors").read_bytes() != before
+    assert torch.equal(
+        load_pretrained(ckpt).decoder.embedding.weight, replaced.model.decoder.embedding.weight
+    )
+
+
+def test_command_line_overwrite_flag(tmp_path):
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({**TINY, "steps": 2, "out_dir": str(tmp_path / "run")}))
+    assert T.main(["--config", str(cfg_file)]) == 0
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        T.main(["--config", str(cfg_file), "--steps", "3"])
+    assert T.main(["--config", str(cfg_file), "--steps", "3", "--overwrite"]) == 0
+    state = json.loads((tmp_path / "run" / "checkpoint" / "trainer_state.json").read_text())
+    assert state["step"] == 3 and state["config"]["overwrite"] is True
+    with pytest.raises(SystemExit):
+        T.main(["--config", str(cfg_file), "--resume", "--overwrite"])
+    with pytest.raises(ValueError, match="steps must be an int >= 1, got 0"):
+        T.main(["--config", str(cfg_file), "--steps", "0", "--overwrite"])
+
+
+def test_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume"):
+        pretrain(config(tmp_path), resume=True, progress=False)
+
+
+def test_resume_with_a_changed_run_is_refused_and_names_the_fields(tmp_path, monkeypatch):
+    pretrain(config(tmp_path, steps=3), progress=False)
+    ckpt = tmp_path / "run" / "checkpoint"
+    tokenizer = (ckpt / "tokenizer.model").read_bytes()
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    changed_model = {**TINY["model"], "num_hidden_layers": 3}
+    with pytest.raises(ValueError, match=r"differs in model: checkpoint .*'num_hidden_layers': 2"):
+        pretrain(config(tmp_path, model=changed_model), resume=True, progress=False)
+    with pytest.raises(
+        ValueError, match=r"corpus: checkpoint 'pydoc', now 'stdlib'; vocab_size: checkpoint 400"
+    ):
+        pretrain(config(tmp_path, corpus="stdlib", vocab_size=300), resume=True, progress=False)
+    with pytest.raises(ValueError, match="it has done 3 steps, more than steps=2"):
+        pretrain(config(tmp_path, steps=2), resume=True, progress=False)
+    assert (ckpt / "tokenizer.model").read_bytes() == tokenizer
+    assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 3
+
+
+def test_unwritable_out_dir_fails_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="is not a writable folder"):
+        pretrain(PretrainConfig(**{**TINY, "out_dir": str(blocker / "run")}), progress=False)
+
+
+def test_a_kill_between_the_checkpoint_moves_loses_nothing(tmp_path, monkeypatch):
+    """Kill the run after the old checkpoint was moved aside and before the new one was moved in
+    (the old code deleted the old one first, so a kill there lost the run); the next start
+    recovers the complete new checkpoint and the resumed run matches the uninterrupted one."""
+    full = pretrain(config(tmp_path / "a"), progress=False)
+    original_rename = Path.rename
+
+    def killed_rename(self, target):
+        if self.name == "checkpoint.kvattn-staging" and Path(target).name == "checkpoint":
+            if (Path(target).parent / "checkpoint.kvattn-replaced").exists():
+                raise KeyboardInterrupt
+        return original_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed_rename)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(tmp_path / "b"), progress=False)  # the second checkpoint, at step 6
+    monkeypatch.undo()
+    run = tmp_path / "b" / "run"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "checkpoint.kvattn-replaced",
+        "checkpoint.kvattn-staging",
+    ]
+    resumed = pretrain(config(tmp_path / "b"), resume=True, progress=False)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint"]
+    assert json.loads((run / "checkpoint" / "trainer_state.json").read_text())["step"] == 6
+    assert resumed.history.loss == full.history.loss
+
+
+def test_non_finite_parameters_are_never_checkpointed(tmp_path, monkeypatch):
+    """A finite loss with a NaN gradient (sqrt at 0) makes the parameters NaN; the checkpoint
+    after that step is refused, naming the step and the first non-finite parameter, and the last
+    good checkpoint stays."""
+    original = T.lm_cross_entropy
+    calls = {"n": 0}
+
+    def nan_gradient(logits, *args, **kwargs):
+        calls["n"] += 1
+        loss = original(logits, *args, **kwargs)
+        if calls["n"] == 3 + 4 + 3:  # step 5, the last before the checkpoint at 6
+            loss = loss + torch.sqrt(0.0 * logits.sum())
+        return loss
+
+    monkeypatch.setattr(T, "lm_cross_entropy", nan_gradient)
+    with pytest.raises(
+        FloatingPointError, match=r"non-finite parameter decoder\.\S+ after 6 steps \(step 5\)"
+    ):
+        pretrain(config(tmp_path), progress=False)
+    ckpt = tmp_path / "run" / "checkpoint"
+    assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 3
+    model = load_pretrained(ckpt)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_resumed_optimizer_state_keeps_step_counters_on_the_cpu(tmp_path):
+    """Optimizer state is read on the CPU whatever the device: load_state_dict moves the moments
+    to the parameters' device and leaves the step counters on the CPU, as PyTorch expects."""
+    pretrain(config(tmp_path, steps=3), progress=False)
+    step, state, history = T._load_training_state(tmp_path / "run" / "checkpoint")
+    assert step == 3 and history.steps == [0, 1, 2]
+    steps = [s["step"] for s in state["state"].values()]
+    assert steps and all(t.device.type == "cpu" and t.ndim == 0 and float(t) == 3 for t in steps)
+    moments = [s["exp_avg"] for s in state["state"].values()]
+    assert all(t.device.type == "cpu" for t in moments)
+
+
+@pytest.mark.parametrize(
+    ("requested", "local_rank", "world", "cuda", "expected"),
+    [
+        ("auto", 1, 2, True, "cuda:1"),
+        ("auto", 1, 2, False, "cpu"),
+        ("cuda", 1, 2, True, "cuda:1"),  # not every rank on cuda:0
+        ("cuda", 0, 1, True, "cuda:0"),
+        ("cuda:1", 0, 1, True, "cuda:1"),
+        ("cpu", 1, 2, True, "cpu"),
+    ],
+)
+def test_each_process_picks_its_own_device(requested, local_rank, world, cuda, expected):
+    assert T.select_device(requested, local_rank, world, cuda) == torch.device(expected)
+
+
+def test_device_choices_that_cannot_work_are_refused():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        T.select_device("cuda", 0, 1, False)
+    with pytest.raises(ValueError, match="names one GPU for all 2 processes"):
+        T.select_device("cuda:0", 1, 2, True)

@@ -14,6 +14,15 @@ A constant-G model stores its G_LM as the Hugging Face port does for ``custom_G_
 G_LM; indices 0 and 1, the port's A and A_LM, are written as zeros) and
 ``decoder.past_G_values_status`` ``[L]``.
 
+A ``density="prefix"`` PLDR-LLM (a kvattn deviation, see :mod:`kvattn.pldr`) is written with
+``model_type`` :data:`PREFIX_MODEL_TYPE` and ``architectures`` [:data:`PREFIX_ARCHITECTURE`]:
+a published loader (``AutoConfig``/``AutoModelForCausalLM``) refuses the unknown model type instead
+of silently running it as the block-density model, and :func:`load_pretrained` maps both back.
+
+:func:`save_pretrained` replaces a folder crash-safely: it writes a complete sibling folder, moves
+the old one aside, moves the new one in and only then deletes the old one (see
+:func:`replace_directory`; :func:`recover_directory` finishes or undoes an interrupted replace).
+
 Only JSON and safetensors are ever read; pickle-based files (``.bin``, ``.pt``, ``.pth``,
 ``.pkl``, ``.ckpt``) are refused, because unpickling an untrusted file can run arbitrary code.
 :func:`save_pretrained` records a SHA-256 checksum of the tensors in the safetensors metadata,
@@ -24,6 +33,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -40,7 +51,17 @@ CONFIG_NAME = "config.json"
 CHECKSUM_KEY = "kvattn_sha256"
 WEIGHTS_NAME = "model.safetensors"
 _PLGA_NAMES = {"W": "Wlst", "b_W": "blst", "P": "pwlst", "a": "alst", "b_a": "balst"}
-_ARCHITECTURES = {PLDRLLM.architecture: PLDRLLM, GPT.architecture: GPT}
+#: ``model_type`` of a ``density="prefix"`` PLDR-LLM's config.json (unknown to published loaders).
+PREFIX_MODEL_TYPE = "kvattn_pldrllm_prefix"
+#: ``architectures`` entry of a ``density="prefix"`` PLDR-LLM's config.json.
+PREFIX_ARCHITECTURE = "KvattnPrefixPldrllmForCausalLM"
+_ARCHITECTURES = {
+    PLDRLLM.architecture: PLDRLLM,
+    GPT.architecture: GPT,
+    PREFIX_ARCHITECTURE: PLDRLLM,
+}
+#: Suffixes of the sibling folders of a crash-safe replace (new contents; the old folder).
+_STAGING, _ASIDE = ".kvattn-staging", ".kvattn-replaced"
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 
 
@@ -93,16 +114,55 @@ def from_published(state: dict[str, Tensor], config: PLDRConfig) -> dict[str, Te
 def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     """Write ``config.json`` and ``model.safetensors`` for ``model`` into ``directory``.
 
-    The config records ``architectures`` (``PldrllmForCausalLM`` or ``KvattnGPTForCausalLM``) and
-    ``torch_dtype``; the weights use the published names. Returns the directory.
+    The config records ``architectures`` (``PldrllmForCausalLM``, ``KvattnGPTForCausalLM`` or, for
+    ``density="prefix"``, :data:`PREFIX_ARCHITECTURE` with ``model_type``
+    :data:`PREFIX_MODEL_TYPE`) and ``torch_dtype``; the weights use the published names.
+
+    The write is crash-safe: everything goes into the sibling folder ``<directory>.kvattn-staging``
+    (other files already in ``directory`` are carried over), which then replaces ``directory``
+    through :func:`replace_directory`, so a kill leaves either the old or the new checkpoint,
+    never a new ``config.json`` beside old weights. Returns the directory.
+
+    Raises
+    ------
+    ValueError
+        ``directory`` is ``"."`` or ends in ``".."``, or exists and is not a folder.
     """
     directory = Path(directory)
+    if directory.name in ("", ".."):
+        # the folder is swapped as a whole, so it must not be the working directory or above
+        raise ValueError(f"directory must name a folder such as 'ckpt', got {str(directory)!r}")
+    recover_directory(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"directory {directory} exists and is not a folder")
+    staging = staging_directory(directory)
+    shutil.rmtree(staging, ignore_errors=True)
+    if directory.is_dir():
+        shutil.copytree(
+            directory,
+            staging,
+            ignore=lambda folder, names: (
+                {CONFIG_NAME, WEIGHTS_NAME} if Path(folder) == directory else set()
+            ),
+            copy_function=_link_or_copy,
+        )
+    write_pretrained(model, staging)
+    replace_directory(directory)
+    return directory
+
+
+def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
+    """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if missing) in
+    place, with no crash safety: for a fresh staging folder that :func:`replace_directory` then
+    moves into place (as :func:`save_pretrained` and :func:`kvattn.train.pretrain` do)."""
     directory.mkdir(parents=True, exist_ok=True)
     config = {
         **model.config.to_dict(),
         "architectures": [model.architecture],
         "torch_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
     }
+    if isinstance(model, PLDRLLM) and model.config.density == "prefix":
+        config.update(model_type=PREFIX_MODEL_TYPE, architectures=[PREFIX_ARCHITECTURE])
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     tensors = {k: v.cpu() for k, v in to_published(model.state_dict(), model.config).items()}
     save_file(
@@ -110,7 +170,49 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
         directory / WEIGHTS_NAME,
         metadata={"format": "pt", CHECKSUM_KEY: _checksum(tensors)},
     )
-    return directory
+
+
+def staging_directory(directory: Path) -> Path:
+    """The sibling folder ``<directory>.kvattn-staging`` where the new contents of ``directory``
+    are written in full before :func:`replace_directory` swaps them in."""
+    return directory.with_name(directory.name + _STAGING)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # A hard link costs no space for large carried-over files; across file systems, copy.
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def replace_directory(directory: Path) -> None:
+    """Replace ``directory`` by the complete folder :func:`staging_directory` names, so that a
+    kill at any moment leaves a complete folder: move the old one aside to
+    ``<directory>.kvattn-replaced``, move the staging folder in, then delete the old one.
+    :func:`recover_directory` repairs an interrupted replace."""
+    aside = directory.with_name(directory.name + _ASIDE)
+    shutil.rmtree(aside, ignore_errors=True)
+    if directory.exists():
+        directory.rename(aside)
+    staging_directory(directory).rename(directory)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def recover_directory(directory: Path) -> None:
+    """Finish or undo a :func:`replace_directory` that was interrupted.
+
+    With ``directory`` present, leftover siblings are stale and removed. Without it, a
+    ``<directory>.kvattn-replaced`` folder means the kill came between the two moves: the staging
+    folder was complete by then (the old one is moved aside only afterwards), so it is moved in;
+    if it is gone the old folder is restored. A lone staging folder is an incomplete write and is
+    removed."""
+    directory = Path(directory)
+    staging, aside = staging_directory(directory), directory.with_name(directory.name + _ASIDE)
+    if not directory.exists() and aside.is_dir():
+        (staging if staging.is_dir() else aside).rename(directory)
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _checksum(tensors: dict[str, Tensor]) -> str:
@@ -172,10 +274,33 @@ def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
         raise ValueError(f"{file} is not valid JSON: {err}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{file} must hold a JSON object")
-    if raw.get("model_type", "pldrllm") != "pldrllm":
-        raise ValueError(f"{file} describes model_type {raw.get('model_type')!r}, not 'pldrllm'")
+    architectures = raw.get("architectures")
+    if architectures is not None and (
+        not isinstance(architectures, list)
+        or not architectures
+        or not all(isinstance(a, str) for a in architectures)
+    ):
+        raise ValueError(
+            f"{file}: architectures must be a non-empty list of class names such as "
+            f"[{PLDRLLM.architecture!r}], got {architectures!r}"
+        )
     known = {k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype")}
-    return raw, PLDRConfig.from_dict(known)
+    model_type = raw.get("model_type", "pldrllm")
+    if model_type == PREFIX_MODEL_TYPE:
+        if raw.get("density") != "prefix":
+            raise ValueError(
+                f"{file} has model_type {PREFIX_MODEL_TYPE!r} but density "
+                f"{raw.get('density')!r}; that model type is written only for density 'prefix'"
+            )
+        known["model_type"] = "pldrllm"
+    elif model_type != "pldrllm":
+        raise ValueError(
+            f"{file} describes model_type {model_type!r}, not 'pldrllm' or {PREFIX_MODEL_TYPE!r}"
+        )
+    try:
+        return raw, PLDRConfig.from_dict(known)
+    except ValueError as err:
+        raise ValueError(f"{file}: {err}") from None
 
 
 def load_pretrained(
@@ -195,9 +320,10 @@ def load_pretrained(
     Raises
     ------
     ValueError
-        Pickle-based files; invalid or contradictory ``config.json``; missing or unexpected
-        tensors; tensors whose shapes do not match the config; a truncated or corrupted
-        safetensors file.
+        Pickle-based files; invalid or contradictory ``config.json`` (including a non-list
+        ``architectures`` and a non-null ``rope_scaling``); missing or unexpected tensors;
+        tensors whose shapes do not match the config; integer or non-finite weights (named); a
+        truncated or corrupted safetensors file.
     FileNotFoundError
         No such directory (and no hub access), or a missing file in it.
     """
@@ -220,6 +346,16 @@ def load_pretrained(
             f"{weights} is corrupted: its tensors do not match the SHA-256 checksum "
             "recorded when it was saved"
         )
+    for key, tensor in published.items():
+        if key == "decoder.past_G_values_status":
+            continue
+        if not tensor.dtype.is_floating_point:
+            raise ValueError(
+                f"{weights}: tensor {key} has dtype {tensor.dtype}; weights must be floating "
+                "point (integer weights are not cast silently)"
+            )
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{weights}: tensor {key} holds NaN or infinite values")
     with torch.device("meta"):
         model = _ARCHITECTURES[arch](config)
     state = from_published(published, config)

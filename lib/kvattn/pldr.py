@@ -40,6 +40,7 @@ Two deliberate additions, both off by default and marked as deviations:
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 from dataclasses import asdict, dataclass, field, fields
@@ -78,6 +79,19 @@ class PLDRConfig:
     ``plga_init``: ``"xavier_normal"`` (the native training code) or ``"xavier_uniform"`` (the HF
     port) for W, P and a. ``cache_first_G``: with the ``"kv+g"`` cache, every batch row reuses
     the G_LM of row 0 (as the HF port's option of that name).
+
+    Every field is checked at construction (type and range; ``pad_token_id``, ``bos_token_id``
+    and ``eos_token_id`` must lie in [0, vocab_size)). ``extra`` holds the published fields this
+    library does not use (``transformers_version``, ``use_cache`` ...); a non-null
+    ``rope_scaling`` among them is refused, because the reference RoPE (torchtune's, which
+    ``reference_rope=True`` selects) has no scaling and silently ignoring it would compute a
+    different model.
+
+    Raises
+    ------
+    ValueError
+        A field of the wrong type or out of range, naming the field, the value and what is
+        allowed; unknown keys in :meth:`from_dict` with ``strict=True``.
     """
 
     vocab_size: int = 32000
@@ -119,7 +133,9 @@ class PLDRConfig:
             "max_position_embeddings",
         ):
             _positive(name, getattr(self, name))
-        if self.head_dim is None:
+        if self.head_dim is not None:
+            _positive("head_dim", self.head_dim)
+        else:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(
                     f"hidden_size={self.hidden_size} is not divisible by "
@@ -160,8 +176,35 @@ class PLDRConfig:
             raise ValueError(
                 f"plga_init must be 'xavier_normal' or 'xavier_uniform', got {self.plga_init!r}"
             )
+        for name in (
+            "reference_rope",
+            "attention_bias",
+            "glu_bias",
+            "final_bias",
+            "tie_word_embeddings",
+            "cache_first_G",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.tie_word_embeddings:
             raise ValueError("tie_word_embeddings=True is not supported (PLDR-LLM is untied)")
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an int token id, got {value!r}")
+            if not 0 <= value < self.vocab_size:
+                raise ValueError(
+                    f"{name} must lie in [0, vocab_size) = [0, {self.vocab_size}), got {value}"
+                )
+        if self.model_type != "pldrllm":
+            raise ValueError(f"model_type must be 'pldrllm', got {self.model_type!r}")
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"extra must be a dict of published fields, got {self.extra!r}")
+        if self.extra.get("rope_scaling") is not None:
+            raise ValueError(
+                f"rope_scaling={self.extra['rope_scaling']!r} is not supported: the reference "
+                "RoPE has no scaling; only rope_scaling null (or absent) can be loaded"
+            )
 
     @property
     def d_k(self) -> int:
@@ -174,12 +217,34 @@ class PLDRConfig:
         return {**self.extra, **out}
 
     @classmethod
-    def from_dict(cls, values: dict) -> PLDRConfig:
-        """Build from a ``config.json`` dictionary; unknown keys are kept in ``extra``."""
+    def from_dict(cls, values: dict, *, strict: bool = False) -> PLDRConfig:
+        """Build from a ``config.json`` dictionary. Unknown keys are kept in ``extra`` (a published
+        ``config.json`` carries fields this library does not use) or, with ``strict=True`` (a
+        config written by hand, where an unknown key is a typo), refused with a ValueError that
+        names them and the closest field names."""
+        if not isinstance(values, dict):
+            raise ValueError(f"a model config must be a dict, got {type(values).__name__}")
         known = {f.name for f in fields(cls)} - {"extra"}
-        kwargs = {k: v for k, v in values.items() if k in known}
         extra = {k: v for k, v in values.items() if k not in known}
+        if strict:
+            reject_unknown_keys("model config", extra, known)
+        kwargs = {k: v for k, v in values.items() if k in known}
         return cls(**kwargs, extra=extra)
+
+
+def reject_unknown_keys(where: str, given: object, known: set[str]) -> None:
+    """Raise a ValueError naming the keys of ``given`` that are not in ``known`` (with the closest
+    known name for each, so that a typo is obvious) and listing the allowed keys."""
+    unknown = sorted(set(given) - known)
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), sorted(known), n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ValueError(
+        f"unknown keys in {where}: {', '.join(hints)}; allowed keys are {sorted(known)}"
+    )
 
 
 def _positive(name: str, value: object) -> None:

@@ -125,16 +125,40 @@ def train(
     start_step, optimizer_state, history:
         Resume a run: skip to ``start_step`` with a saved optimizer state and loss history.
 
+    log_every:
+        Record the loss every ``log_every`` steps and after the last; the loss is checked for
+        NaN/inf only then (reading it waits for the GPU) and before every checkpoint.
+
     Raises
     ------
+    ValueError
+        Bad arguments (steps, lr, schedule, optimizer, warmup, ``eval_every`` or
+        ``checkpoint_every`` not None or an int >= 1, a negative or non-numeric clip,
+        ``min_lr_ratio`` outside [0, 1], ``betas``, ``eps``, ``weight_decay``), before any step.
     FloatingPointError
-        The loss became NaN or infinite; the message names the step and the learning rate.
-        Nothing is checkpointed at or after that step.
+        The loss became NaN or infinite (the message names the step and the learning rate), or a
+        parameter did before a checkpoint (the message names it and the step). Nothing is
+        checkpointed at or after that step.
     """
-    if steps < 1 or lr <= 0:
-        raise ValueError(f"need steps >= 1 and lr > 0, got steps={steps}, lr={lr}")
+    bad_steps = isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
+    if bad_steps or not _is_number(lr) or lr <= 0:
+        raise ValueError(f"need steps >= 1 and lr > 0, got steps={steps!r}, lr={lr!r}")
     if not isinstance(log_every, int) or log_every < 1:
         raise ValueError(f"log_every must be a positive int, got {log_every!r}")
+    _check_int("warmup", warmup, low=0)
+    for name, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
+        if value is not None:
+            _check_int(name, value, low=1)
+    _check_optimiser(
+        lr=lr,
+        min_lr_ratio=min_lr_ratio,
+        betas=betas,
+        eps=eps,
+        weight_decay=weight_decay,
+        clip_value=clip_value,
+        clip_norm=grad_clip,
+        clip_norm_name="grad_clip",
+    )
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
     if not 0 <= start_step <= steps:
@@ -175,10 +199,20 @@ def train(
             group["lr"] = step_lr
         with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             loss = loss_fn(step)
-        if not torch.isfinite(loss):
+        log_now = step % log_every == 0 or step == steps - 1
+        checkpoint_now = (
+            on_checkpoint is not None
+            and bool(checkpoint_every)
+            and ((step + 1) % checkpoint_every == 0 or step == steps - 1)
+        )
+        # Reading the loss synchronises with the GPU, so it is checked only when it is logged or
+        # a checkpoint follows; a NaN in between poisons the parameters, which the check before
+        # every checkpoint catches.
+        if (log_now or checkpoint_now) and not torch.isfinite(loss):
             raise FloatingPointError(
-                f"non-finite loss {loss.item()} at step {step} (lr {step_lr:.3g}); lower the "
-                "learning rate or clip the gradients"
+                f"non-finite loss {loss.item()} at step {step} (lr {step_lr:.3g})"
+                + (f"; the loss is checked every {log_every} steps" if log_every > 1 else "")
+                + "; lower the learning rate or clip the gradients"
             )
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -189,7 +223,7 @@ def train(
         opt.step()
         if callback is not None:
             callback(step, model)
-        if step % log_every == 0 or step == steps - 1:
+        if log_now:
             history.steps.append(step)
             history.loss.append(loss.item())
             bar.set_postfix(loss=f"{history.loss[-1]:.4f}", refresh=False)
@@ -197,13 +231,26 @@ def train(
             evaluate(step)
         if on_checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
             if step < steps - 1:
+                _check_parameters(model, step + 1)
                 on_checkpoint(step + 1, opt, history)
     if eval_fn is not None and start_step < steps:
         evaluate(steps - 1)
     if on_checkpoint is not None:
+        _check_parameters(model, steps)
         on_checkpoint(steps, opt, history)
     model.eval()
     return history
+
+
+def _check_parameters(model: nn.Module, steps_done: int) -> None:
+    """Refuse to checkpoint non-finite weights: a NaN gradient with a finite loss leaves NaN
+    parameters that would otherwise overwrite the last good checkpoint."""
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise FloatingPointError(
+                f"non-finite parameter {name.removeprefix('module.')} after {steps_done} steps "
+                f"(step {steps_done - 1}); not checkpointed, the last checkpoint stays"
+            )
 
 
 def regression_loss(model: nn.Module, task: RegressionTask) -> Callable[[int], Tensor]:
@@ -303,9 +350,19 @@ def train_lm_seeds(
     configurations run with the same seeds see the same batches: their per-seed differences are
     paired. Recipe: AdamW (wd 0.1), 10 % linear warm-up then cosine decay, grad-norm clip 1.
     ``progress`` shows a bar over the seeds.
+
+    Raises
+    ------
+    ValueError
+        No seeds, a seed that is not an int >= 0, ``batch_size`` or ``eval_every`` not an int >= 1,
+        or a bad ``steps``/``lr`` (see :func:`train`), before any training.
     """
     if not seeds:
         raise ValueError("seeds must name at least one seed")
+    for seed in seeds:
+        _check_int("every seed", seed, low=0)
+    _check_int("batch_size", batch_size, low=1)
+    _check_int("eval_every", eval_every, low=1)
     runs: list[list[float]] = []
     eval_steps: list[int] = []
     model = None
@@ -337,6 +394,11 @@ def train_lm_seeds(
 # Pre-training PLDR-LLMs and GPTs (Part II): config file, data, DDP, checkpoints, resume
 
 
+def _help(text: str) -> dict:
+    """Field metadata: the description ``python -m kvattn.train --help`` prints."""
+    return {"help": text}
+
+
 @dataclass
 class PretrainConfig:
     """Everything a pre-training run needs; stored as JSON (``python -m kvattn.train --config``).
@@ -348,38 +410,71 @@ class PretrainConfig:
     clipping by value at 1.0, linear warm-up then cosine decay to 10 % of the peak. ``dag`` =
     (c_A, c_Ap, c_G) are the DAG-regulariser coefficients on A_LM, A_P and G_LM (0 = off).
     ``batch_size`` is global: under DDP each of the W processes takes ``batch_size / W``
-    sequences of every step's batch.
+    sequences of every step's batch. Each field's description is in its ``metadata["help"]``.
+
+    Raises
+    ------
+    ValueError
+        At construction, before any work: a field of the wrong type or out of range, or an
+        unknown or invalid key in ``model`` (naming the field, the value and what is allowed).
     """
 
-    model: dict = field(default_factory=dict)
-    architecture: str = "pldrllm"
-    corpus: str = "pydoc"
-    corpus_chars: int | None = None
-    vocab_size: int = 1024
-    block_size: int = 64
-    val_every: int = 10
-    batch_size: int = 16
-    steps: int = 1000
-    lr: float = 1e-3
-    warmup: int = 100
-    min_lr_ratio: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-5
-    weight_decay: float = 0.1
-    clip_value: float | None = 1.0
-    clip_norm: float | None = None
-    dag: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    eval_every: int = 100
-    eval_blocks: int = 64
-    checkpoint_every: int = 500
-    out_dir: str = "runs/pldr"
-    seed: int = 1234
-    device: str = "auto"
-    bf16: bool = True
+    model: dict = field(
+        default_factory=dict, metadata=_help("PLDRConfig fields (not vocab_size), e.g. hidden_size")
+    )
+    architecture: str = field(default="pldrllm", metadata=_help("'pldrllm' or 'gpt'"))
+    corpus: str = field(default="pydoc", metadata=_help("a source of kvattn.data.load_text"))
+    corpus_chars: int | None = field(
+        default=None, metadata=_help("cut the corpus to this many characters (null: all)")
+    )
+    vocab_size: int = field(default=1024, metadata=_help("SentencePiece vocabulary size"))
+    block_size: int = field(default=64, metadata=_help("tokens per training block"))
+    val_every: int = field(default=10, metadata=_help("hold out every k-th document (k >= 2)"))
+    batch_size: int = field(default=16, metadata=_help("global batch (sequences per step)"))
+    steps: int = field(default=1000, metadata=_help("optimiser steps"))
+    lr: float = field(default=1e-3, metadata=_help("peak learning rate"))
+    warmup: int = field(default=100, metadata=_help("linear warm-up steps"))
+    min_lr_ratio: float = field(
+        default=0.1, metadata=_help("final learning rate / peak, in [0, 1]")
+    )
+    betas: tuple[float, float] = field(
+        default=(0.9, 0.95), metadata=_help("AdamW betas, two numbers in [0, 1)")
+    )
+    eps: float = field(default=1e-5, metadata=_help("AdamW eps (> 0)"))
+    weight_decay: float = field(default=0.1, metadata=_help("AdamW weight decay (>= 0)"))
+    clip_value: float | None = field(
+        default=1.0, metadata=_help("clip every gradient entry to ±clip_value (null: off)")
+    )
+    clip_norm: float | None = field(
+        default=None, metadata=_help("clip the gradients' global norm (null: off)")
+    )
+    dag: tuple[float, float, float] = field(
+        default=(0.0, 0.0, 0.0), metadata=_help("DAG coefficients on A_LM, A_P, G_LM (>= 0)")
+    )
+    eval_every: int = field(default=100, metadata=_help("validate every this many steps"))
+    eval_blocks: int = field(default=64, metadata=_help("validation blocks per evaluation"))
+    checkpoint_every: int = field(default=500, metadata=_help("checkpoint every this many steps"))
+    log_every: int = field(
+        default=1, metadata=_help("record (and check) the loss every this many steps")
+    )
+    out_dir: str = field(default="runs/pldr", metadata=_help("output folder (holds checkpoint/)"))
+    overwrite: bool = field(
+        default=False, metadata=_help("replace a run already in out_dir instead of refusing")
+    )
+    seed: int = field(default=1234, metadata=_help("seed of the initialisation and the batches"))
+    device: str = field(
+        default="auto", metadata=_help("'auto' (cuda:LOCAL_RANK if available), 'cpu', 'cuda' ...")
+    )
+    bf16: bool = field(default=True, metadata=_help("bf16 autocast where the GPU supports it"))
 
     def __post_init__(self) -> None:
+        from .pldr import PLDRConfig
+
         if self.architecture not in ("pldrllm", "gpt"):
             raise ValueError(f"architecture must be 'pldrllm' or 'gpt', got {self.architecture!r}")
+        for name in ("corpus", "out_dir", "device"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
         for name in (
             "vocab_size",
             "block_size",
@@ -388,26 +483,141 @@ class PretrainConfig:
             "eval_every",
             "eval_blocks",
             "checkpoint_every",
+            "log_every",
         ):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
-        if len(self.dag) != 3 or any(c < 0 for c in self.dag):
+            _check_int(name, getattr(self, name), low=1)
+        _check_int("val_every", self.val_every, low=2)
+        _check_int("warmup", self.warmup, low=0)
+        _check_int("seed", self.seed, low=0)
+        if self.corpus_chars is not None:
+            _check_int("corpus_chars", self.corpus_chars, low=1)
+        for name in ("overwrite", "bf16"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        _check_optimiser(
+            lr=self.lr,
+            min_lr_ratio=self.min_lr_ratio,
+            betas=self.betas,
+            eps=self.eps,
+            weight_decay=self.weight_decay,
+            clip_value=self.clip_value,
+            clip_norm=self.clip_norm,
+        )
+        if (
+            not isinstance(self.dag, list | tuple)
+            or len(self.dag) != 3
+            or not all(_is_number(c) and c >= 0 for c in self.dag)
+        ):
             raise ValueError(f"dag must be three non-negative coefficients, got {self.dag!r}")
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(
+                    f"device must be 'auto' or a torch device such as 'cpu' or 'cuda', got "
+                    f"{self.device!r}"
+                ) from None
+        if not isinstance(self.model, dict):
+            raise ValueError(f"model must be a dict of PLDRConfig fields, got {self.model!r}")
+        if "vocab_size" in self.model:
+            raise ValueError(
+                "model must not set vocab_size (it comes from the tokenizer); set the top-level "
+                f"vocab_size instead, got model.vocab_size={self.model['vocab_size']!r}"
+            )
+        model_cfg = PLDRConfig.from_dict(self.model_fields(self.vocab_size), strict=True)
+        if model_cfg.max_position_embeddings < self.block_size:
+            raise ValueError(
+                f"model.max_position_embeddings={model_cfg.max_position_embeddings} is smaller "
+                f"than block_size={self.block_size}"
+            )
         self.betas = tuple(self.betas)
         self.dag = tuple(self.dag)
 
+    def model_fields(self, vocab_size: int) -> dict:
+        """The :class:`kvattn.pldr.PLDRConfig` fields of the run's model for a tokenizer of
+        ``vocab_size`` pieces (``max_position_embeddings`` defaults to ``block_size``)."""
+        return {"max_position_embeddings": self.block_size, **self.model, "vocab_size": vocab_size}
+
     @classmethod
     def from_file(cls, path: str | Path) -> PretrainConfig:
-        """Read a JSON config; unknown keys are an error (a typo must not be ignored)."""
-        raw = json.loads(Path(path).read_text())
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"unknown keys in {path}: {unknown}; expected some of {sorted(known)}")
+        """Read a JSON config; unknown keys are an error (a typo must not be ignored).
+
+        Raises
+        ------
+        ValueError
+            Not valid JSON, not an object, unknown keys (with the closest field names), or a
+            field that fails validation.
+        """
+        from .pldr import reject_unknown_keys
+
+        try:
+            raw = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON: {err}") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path} must hold a JSON object of PretrainConfig fields")
+        reject_unknown_keys(str(path), raw, {f.name for f in fields(cls)})
         return cls(**raw)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+#: PretrainConfig fields that may differ between a checkpoint and the run resuming it; any other
+#: difference changes the model, the data or the optimisation, so the resume is refused.
+RESUMABLE_CHANGES = frozenset(
+    {
+        "steps",
+        "out_dir",
+        "overwrite",
+        "device",
+        "bf16",
+        "eval_every",
+        "checkpoint_every",
+        "log_every",
+    }
+)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_int(name: str, value: object, *, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+def _check_optimiser(
+    *,
+    lr: object,
+    min_lr_ratio: object,
+    betas: object,
+    eps: object,
+    weight_decay: object,
+    clip_value: object,
+    clip_norm: object,
+    clip_norm_name: str = "clip_norm",
+) -> None:
+    """The optimiser settings :func:`train` and :class:`PretrainConfig` share, checked before any
+    work: a negative clip or ratio would not fail, it would blow the loss up."""
+    if not _is_number(lr) or lr <= 0:
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    if not _is_number(min_lr_ratio) or not 0 <= min_lr_ratio <= 1:
+        raise ValueError(f"min_lr_ratio must be a number in [0, 1], got {min_lr_ratio!r}")
+    if (
+        not isinstance(betas, list | tuple)
+        or len(betas) != 2
+        or not all(_is_number(b) and 0 <= b < 1 for b in betas)
+    ):
+        raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+    if not _is_number(eps) or eps <= 0:
+        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
+    if not _is_number(weight_decay) or weight_decay < 0:
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+    for name, value in (("clip_value", clip_value), (clip_norm_name, clip_norm)):
+        if value is not None and (not _is_number(value) or value <= 0):
+            raise ValueError(f"{name} must be null (off) or a positive number, got {value!r}")
 
 
 @dataclass
@@ -420,16 +630,54 @@ class PretrainResult:
     out_dir: Path
 
 
-def _distributed() -> tuple[int, int, int]:
-    """(rank, world size, local rank); initialises the process group under torchrun."""
+def select_device(
+    requested: str, local_rank: int, world: int, cuda_available: bool
+) -> torch.device:
+    """The device of the process with ``local_rank`` (of ``world`` processes) for the config's
+    ``device``: ``"auto"`` is ``cuda:<local_rank>`` when CUDA is available, else the CPU;
+    ``"cuda"`` is ``cuda:<local_rank>`` (one GPU per process, as DDP's
+    ``device_ids=[local_rank]`` expects); anything else is taken as given.
+
+    Raises
+    ------
+    ValueError
+        CUDA requested but not available, or a fixed CUDA index such as ``"cuda:1"`` with more
+        than one process (every process would share one GPU).
+    """
+    if requested == "auto":
+        return torch.device(f"cuda:{local_rank}" if cuda_available else "cpu")
+    device = torch.device(requested)
+    if device.type == "cuda":
+        if not cuda_available:
+            raise ValueError(f"device {requested!r} was requested but CUDA is not available")
+        if device.index is None:
+            return torch.device(f"cuda:{local_rank}")
+        if world > 1:
+            raise ValueError(
+                f"device {requested!r} names one GPU for all {world} processes; use 'cuda' or "
+                "'auto' (each process takes cuda:LOCAL_RANK)"
+            )
+    return device
+
+
+def _distributed(requested_device: str) -> tuple[int, int, torch.device, bool]:
+    """(rank, world size, this process's device, whether this call started the process group).
+
+    Under ``torchrun`` the CUDA device is made current before the process group starts, and the
+    backend follows the chosen device (NCCL for CUDA, else gloo)."""
     import torch.distributed as dist
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = select_device(requested_device, local_rank, world, torch.cuda.is_available())
     if world == 1:
-        return 0, 1, 0
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
+        return 0, 1, device, False
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    started = not dist.is_initialized()
+    if started:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), world, device, started
 
 
 def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
@@ -472,9 +720,14 @@ def _save_training_state(
     (directory / "trainer_state.json").write_text(json.dumps(meta, indent=1))
 
 
-def _load_training_state(directory: Path, device) -> tuple[int, dict, History]:
+def _load_training_state(directory: Path) -> tuple[int, dict, History]:
+    """The step, optimizer state and history saved by :func:`_save_training_state`.
+
+    Every tensor is loaded on the CPU: ``Optimizer.load_state_dict`` moves the moment estimates
+    to their parameters' device but keeps the scalar ``step`` counters where they are, and PyTorch
+    expects them on the CPU (on a GPU, every step would wait for one host sync per parameter)."""
     meta = json.loads((directory / "trainer_state.json").read_text())
-    tensors = load_file(directory / "optimizer.safetensors", device=str(device))
+    tensors = load_file(directory / "optimizer.safetensors", device="cpu")
     state: dict = {}
     for key, value in tensors.items():
         _, idx, name = key.split(".", 2)
@@ -489,55 +742,140 @@ def _load_training_state(directory: Path, device) -> tuple[int, dict, History]:
     )
 
 
+def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
+    """Refuse to resume from a checkpoint whose run differs from ``cfg`` in anything but
+    :data:`RESUMABLE_CHANGES`, listing every differing field."""
+    state_file = ckpt / "trainer_state.json"
+    if not state_file.exists():
+        raise FileNotFoundError(
+            f"resume: there is no checkpoint to resume in {ckpt} (no trainer_state.json); "
+            "run without resume to start a new run"
+        )
+    state = json.loads(state_file.read_text())
+    if state["step"] > cfg.steps:
+        raise ValueError(
+            f"cannot resume the run in {ckpt}: it has done {state['step']} steps, more than "
+            f"steps={cfg.steps}"
+        )
+    saved = state["config"]
+    now = json.loads(json.dumps(cfg.to_dict()))  # tuples as lists, as the JSON file holds them
+    differing = [
+        f"{name}: checkpoint {saved.get(name)!r}, now {now[name]!r}"
+        for name in now
+        if name not in RESUMABLE_CHANGES and saved.get(name) != now[name]
+    ]
+    if differing:
+        raise ValueError(
+            f"cannot resume the run in {ckpt}: the config differs in " + "; ".join(differing)
+        )
+
+
+def _prepare_out_dir(out_dir: Path, ckpt: Path, cfg: PretrainConfig, resume: bool) -> None:
+    """Repair an interrupted checkpoint replace, refuse to clobber or to resume nothing, and check
+    that ``out_dir`` is writable, all before the tokenizer is trained."""
+    from .checkpoint import recover_directory
+
+    if resume and cfg.overwrite:
+        raise ValueError("resume and overwrite exclude each other: continue the run or replace it")
+    probe = out_dir / f".kvattn-write-test-{os.getpid()}"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"out_dir {str(out_dir)!r} is not a writable folder: {err}") from None
+    recover_directory(ckpt)
+    if resume:
+        _check_resume(ckpt, cfg)
+    elif ckpt.exists() and not cfg.overwrite:
+        raise FileExistsError(
+            f"{ckpt} already holds a run; resume it (--resume), replace it (--overwrite, or "
+            "overwrite: true in the config) or choose another out_dir"
+        )
+
+
 def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True) -> PretrainResult:
     """Pre-train a PLDR-LLM or GPT on ``cfg.corpus``; runs unchanged under ``torchrun``.
 
     The run writes ``out_dir/checkpoint/``: the model in the published format
     (``config.json``, ``model.safetensors``), ``tokenizer.model`` (SentencePiece) and the
-    trainer state (``optimizer.safetensors``, ``trainer_state.json``). A checkpoint is first
-    written to a temporary folder and then renamed, so the folder always holds the last good
-    state. Every step's batch is a function of (seed, step) alone, so ``resume=True`` continues
-    exactly where the checkpoint left off and reproduces the uninterrupted loss curve. A
-    non-finite loss stops the run with :class:`FloatingPointError`; the last checkpoint stays.
+    trainer state (``optimizer.safetensors``, ``trainer_state.json``). Every step's batch is a
+    function of (seed, step) alone, so ``resume=True`` continues exactly where the checkpoint left
+    off and reproduces the uninterrupted loss curve.
+
+    Nothing is lost: before any work, an out_dir that already holds a checkpoint is refused
+    unless ``resume`` (continue it) or ``cfg.overwrite`` (replace it at the first new checkpoint);
+    a resume with no checkpoint, or with a config that differs outside
+    :data:`RESUMABLE_CHANGES` (the differing fields are listed), is refused; an unwritable
+    out_dir is refused. A checkpoint is written in full to a staging folder and swapped in by
+    :func:`kvattn.checkpoint.replace_directory`, so a kill at any moment leaves the last complete
+    checkpoint, and the next start repairs the leftovers
+    (:func:`kvattn.checkpoint.recover_directory`). A non-finite loss or non-finite parameters stop
+    the run with :class:`FloatingPointError` before anything is written; the last checkpoint
+    stays. Under ``torchrun`` each process takes ``cuda:LOCAL_RANK`` (see :func:`select_device`),
+    and the process group this call starts is destroyed when it returns.
+
+    Raises
+    ------
+    FileExistsError, FileNotFoundError, ValueError
+        As above (an existing run, no checkpoint to resume, a mismatched resume, an unwritable
+        out_dir), before the tokenizer is trained.
+    FloatingPointError
+        Non-finite loss or parameters.
     """
+    import torch.distributed as dist
+
+    rank, world, device, started = _distributed(cfg.device)
+    try:
+        if cfg.batch_size % world:
+            raise ValueError(f"batch_size {cfg.batch_size} is not divisible by {world} processes")
+        out_dir = Path(cfg.out_dir)
+        if rank == 0:
+            _prepare_out_dir(out_dir, out_dir / "checkpoint", cfg, resume)
+        if world > 1:
+            dist.barrier()
+        return _pretrain(cfg, resume, progress, rank, world, device)
+    finally:
+        if started and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _pretrain(
+    cfg: PretrainConfig, resume: bool, progress: bool, rank: int, world: int, device: torch.device
+) -> PretrainResult:
     from torch.nn.parallel import DistributedDataParallel
 
-    from .checkpoint import load_pretrained, save_pretrained
+    from .checkpoint import (
+        load_pretrained,
+        replace_directory,
+        staging_directory,
+        write_pretrained,
+    )
     from .pldr import GPT, PLDRLLM, PLDRConfig
 
-    rank, world, local_rank = _distributed()
-    if cfg.batch_size % world:
-        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by {world} processes")
-    if cfg.device == "auto":
-        device = (
-            torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-        )
-    else:
-        device = torch.device(cfg.device)
     out_dir = Path(cfg.out_dir)
     ckpt = out_dir / "checkpoint"
-
     text = load_text(cfg.corpus, max_chars=cfg.corpus_chars)
     data = tokenize(text, vocab_size=cfg.vocab_size, val_every=cfg.val_every)
+    tokenizer_bytes = data.tokenizer.serialized_model_proto()
+    if resume and (ckpt / "tokenizer.model").read_bytes() != tokenizer_bytes:
+        raise ValueError(
+            f"cannot resume the run in {ckpt}: the tokenizer trained now from the same config "
+            "differs from the checkpoint's tokenizer.model (another sentencepiece version?)"
+        )
     train_blocks = blocks(data.train, cfg.block_size)
     val_blocks = blocks(data.val, cfg.block_size)[: cfg.eval_blocks]
-    model_cfg = PLDRConfig.from_dict(
-        {
-            "max_position_embeddings": cfg.block_size,
-            **cfg.model,
-            "vocab_size": data.vocab_size,
-        }
-    )
+    model_cfg = PLDRConfig.from_dict(cfg.model_fields(data.vocab_size), strict=True)
     cls = PLDRLLM if cfg.architecture == "pldrllm" else GPT
     start_step, opt_state, history = 0, None, None
-    if resume and (ckpt / "trainer_state.json").exists():
+    if resume:
         model = load_pretrained(ckpt, device=device).train()
-        start_step, opt_state, history = _load_training_state(ckpt, device)
+        start_step, opt_state, history = _load_training_state(ckpt)
     else:
         torch.manual_seed(cfg.seed)
         model = cls(model_cfg).to(device)
     net = (
-        DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+        DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         if world > 1
         else model
     )
@@ -576,13 +914,12 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
 
     def on_checkpoint(step: int, opt: torch.optim.Optimizer, hist: History) -> None:
         if rank == 0:
-            tmp = out_dir / "checkpoint.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            save_pretrained(model, tmp)
-            (tmp / "tokenizer.model").write_bytes(data.tokenizer.serialized_model_proto())
-            _save_training_state(tmp, step, opt, hist, cfg)
-            shutil.rmtree(ckpt, ignore_errors=True)
-            tmp.rename(ckpt)
+            staging = staging_directory(ckpt)
+            shutil.rmtree(staging, ignore_errors=True)
+            write_pretrained(model, staging)
+            (staging / "tokenizer.model").write_bytes(tokenizer_bytes)
+            _save_training_state(staging, step, opt, hist, cfg)
+            replace_directory(ckpt)
         if world > 1:
             import torch.distributed as dist
 
@@ -610,39 +947,62 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
         start_step=start_step,
         optimizer_state=opt_state,
         history=history,
+        log_every=cfg.log_every,
         progress=progress and rank == 0,
         desc=f"pre-training {cfg.architecture}",
     )
     return PretrainResult(model, data.tokenizer, history, out_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kvattn.train --config FILE [--resume] [--steps N] [--out-dir DIR]``."""
-    import argparse
+def config_help() -> str:
+    """One line per :class:`PretrainConfig` field (name, type, default, description), generated
+    from the dataclass, for ``python -m kvattn.train --help``."""
+    lines = ["PretrainConfig fields (keys of the --config JSON file):"]
+    for f in fields(PretrainConfig):
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        lines.append(
+            f"  {f.name} ({f.type}, default {json.dumps(default)}): {f.metadata.get('help', '')}"
+        )
+    return "\n".join(lines)
 
-    parser = argparse.ArgumentParser(prog="python -m kvattn.train", description=pretrain.__doc__)
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kvattn.train --config FILE [--resume | --overwrite] [--steps N] [--out-dir
+    DIR]``; ``--help`` lists the config fields."""
+    import argparse
+    import dataclasses
+
+    parser = argparse.ArgumentParser(
+        prog="python -m kvattn.train",
+        description=(pretrain.__doc__ or "").split("\n\n")[0],
+        epilog=config_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config", required=True, help="JSON file with PretrainConfig fields")
-    parser.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint")
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint")
+    runs.add_argument(
+        "--overwrite", action="store_true", help="replace a run already in out_dir (sets overwrite)"
+    )
     parser.add_argument("--steps", type=int, help="override the number of steps")
     parser.add_argument("--out-dir", help="override out_dir")
     args = parser.parse_args(argv)
     cfg = PretrainConfig.from_file(args.config)
-    if args.steps is not None:
-        cfg.steps = args.steps
-    if args.out_dir is not None:
-        cfg.out_dir = args.out_dir
+    overrides = {
+        "steps": args.steps,
+        "out_dir": args.out_dir,
+        "overwrite": True if args.overwrite else None,
+    }
+    # replace() re-runs the validation on the overridden values
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     result = pretrain(cfg, resume=args.resume)
-    if _distributed()[0] == 0:
+    if int(os.environ.get("RANK", "0")) == 0:
         final = result.history.evals[-1] if result.history.evals else float("nan")
         print(
             f"done: {cfg.steps} steps, final validation loss {final:.4f}; checkpoint in "
             f"{result.out_dir / 'checkpoint'}"
         )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 @dataclass(frozen=True)
@@ -689,3 +1049,7 @@ def paired_difference(a: list[float], b: list[float]) -> PairedDifference:
     se = sd / math.sqrt(n)
     t = mean / se if se > 0 else math.copysign(math.inf, mean) if mean else 0.0
     return PairedDifference(mean, se, t, _student_t_two_sided_p(t, n - 1), n)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
