@@ -23,7 +23,7 @@ The design, in order:
 4. *Whether training has flattened* is measured, not assumed: the drop of the validation loss over
    the last fifth of training, per kind.
 
-Statistics use :mod:`scipy.stats` (Student's t quantiles and tail probabilities).
+Statistics use ``scipy.stats`` (Student's t quantiles and tail probabilities).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CONTRASTS = {
     "gelu": ("symmetric_rank1", "geglu"),
     "relu": ("symmetric_rank1", "reglu"),
 }
-#: The references: no σ at all (a·b), and the plain key-value memory σ(x·k) with ReLU.
+#: Reference kinds beside the contrasts, no σ at all (a·b) and the plain key-value memory σ(x·k).
 REFERENCES = {"bilinear": ("bilinear", None), "key_value": ("key_value", "relu")}
 
 
@@ -65,8 +65,8 @@ class Contrast:
 
 @dataclass
 class ContrastResult:
-    """Everything :func:`symmetry_contrast` ran and concluded (plain data: JSON-ready via
-    :meth:`to_dict`).
+    """Everything :func:`symmetry_contrast` ran and concluded (plain data, JSON-ready via
+    ``to_dict()``).
 
     ``selection[kind][lr]`` holds the final validation losses of the selection seeds;
     ``chosen_lr[kind]`` the rate each kind then used; ``final[kind]`` the test seeds' final

@@ -175,7 +175,7 @@ def scale_violation(
 
 
 def scale_violation_coefficient(act: ActLike, beta: float | None = None) -> float:
-    """Leading coefficient C_σ of the scale violation near α = 1: V(α) = C_σ (ln α)² + O(|ln α|³).
+    """Leading coefficient C_σ of the scale violation near α = 1: V(α) = C_σ (ln α)² + O((ln α)³).
 
     With α = eᵗ, σ(αz)/α − σ(z) = t (zσ'(z) − σ(z)) + O(t²), so
 

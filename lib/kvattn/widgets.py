@@ -64,9 +64,11 @@ ACTIVATIONS = (
 )
 #: The β slider's range as powers of ten (β from about 0.05 to 20).
 BETA_LOG10 = (-1.3, 1.3)
-#: The model widths d, the largest rank r and the largest m/d the cost explorer offers.
+#: The model widths d the cost explorer offers.
 COST_WIDTHS = (64, 128, 256, 512, 768, 1024, 2048, 4096, 8192)
+#: The largest rank r the cost explorer offers.
 COST_MAX_RANK = 64
+#: The largest m/d the cost explorer offers.
 COST_MAX_WIDTH_FACTOR = 8
 
 
