@@ -99,8 +99,8 @@ def log_trace_expm_squared(M: Tensor) -> Tensor:
     Raises
     ------
     ValueError
-        If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (|M_ij| beyond
-        √max of the dtype overflows); checked with one host synchronisation.
+        If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
+        the square root of the dtype's largest value overflow); one host synchronisation.
     """
     if M.ndim < 2 or M.shape[-1] != M.shape[-2] or M.shape[-1] == 0:
         raise ValueError(f"M must have shape (..., d, d) with d ≥ 1, got {tuple(M.shape)}")
