@@ -215,6 +215,8 @@ def rank_audit(A: Tensor, head_dim: int | None = 1) -> RankAudit:
     if X.shape[-1] < 2:
         raise ValueError(f"A needs d ≥ 2 for σ2/σ1, got shape {tuple(X.shape)}")
     if head_dim is not None:
+        if X.ndim == 2:
+            raise ValueError(f"A of shape {tuple(X.shape)} has no head axis: pass head_dim=None")
         _index(head_dim, "head_dim", X.ndim - 2)
     s = torch.linalg.svdvals(X)
     tol = 64 * torch.finfo(torch.float32).eps * s[..., :1]
