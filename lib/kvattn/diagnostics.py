@@ -39,10 +39,15 @@ def cpu64(x: Tensor) -> Tensor:
     return x.detach().cpu().double()
 
 
-def _matrices(X: Tensor, name: str) -> None:
-    """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with finite entries."""
+def _square(X: Tensor, name: str) -> None:
+    """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with d ≥ 1."""
     if X.ndim < 2 or X.shape[-1] != X.shape[-2] or X.shape[-1] == 0:
         raise ValueError(f"{name} must have shape (..., d, d) with d ≥ 1, got {tuple(X.shape)}")
+
+
+def _matrices(X: Tensor, name: str) -> None:
+    """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with finite entries."""
+    _square(X, name)
     _finite(X, name)
 
 
@@ -102,8 +107,7 @@ def log_trace_expm_squared(M: Tensor) -> Tensor:
         If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
         the square root of the dtype's largest value overflow); one host synchronisation.
     """
-    if M.ndim < 2 or M.shape[-1] != M.shape[-2] or M.shape[-1] == 0:
-        raise ValueError(f"M must have shape (..., d, d) with d ≥ 1, got {tuple(M.shape)}")
+    _square(M, "M")
     X = M * M
     _finite(X.detach(), "M∘M")
     c = _perron_upper_bound(X.detach())
