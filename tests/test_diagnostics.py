@@ -351,3 +351,176 @@ def test_layer_queries_and_twirl_match_the_density():
     assert not torch.allclose(raw, D.layer_queries(model, ids, 0))
     with pytest.raises(ValueError, match="lengths go up to 11"):
         D.twirl(model, ids, 0, 0, [11])
+
+
+# --- bad input (issue 9) ---------------------------------------------------------------------
+
+
+def test_order_parameter_of_identical_runs_is_zero_and_zero_mean_raises():
+    """Identical runs are 0 under both normalisations, all-zero tensors included (the 'rms'
+    ratio would be 0/0); a zero mean of x1 leaves the 'mean' normalisation undefined: it raises
+    (it returned inf) and names the alternative."""
+    zeros = torch.zeros(4, 4)
+    centred = torch.tensor([[1.0, -1.0], [2.0, -2.0]])
+    assert D.order_parameter(zeros, zeros) == 0.0
+    assert D.order_parameter(zeros, zeros, "rms") == 0.0
+    assert D.order_parameter(centred, centred.clone()) == 0.0
+    with pytest.raises(ValueError, match=r"mean 0.*normalisation='rms'"):
+        D.order_parameter(centred, centred + 0.1)
+    assert D.order_parameter(centred, centred + 0.1, "rms") == pytest.approx(
+        0.1 / (0.5 * (math.sqrt(2.5) + math.sqrt((1.1**2 + 0.9**2 + 2.1**2 + 1.9**2) / 4)))
+    )
+    assert D.order_parameter(zeros, zeros + 1.0, "rms") == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_order_parameter_refuses_non_finite_and_empty_inputs(bad):
+    x = torch.ones(3, 3)
+    y = x.clone()
+    y[1, 2] = bad
+    for a, b, name in [(x, y, "x2"), (y, x, "x1")]:
+        with pytest.raises(ValueError, match=f"{name} has 1 non-finite"):
+            D.order_parameter(a, b)
+    with pytest.raises(ValueError, match="empty"):
+        D.order_parameter(torch.ones(0), torch.ones(0))
+
+
+def test_rank_audit_defines_zero_matrices_and_checks_its_input():
+    """A zero matrix has rank 0 and, by definition, ratios 0 (they were NaN); non-finite input,
+    d < 2 and a head axis that is not a leading axis (it silently averaged over columns) raise."""
+    audit = D.rank_audit(torch.zeros(2, 3, 4, 4))
+    assert (audit.rank == 0).all()
+    assert (audit.sigma_ratio == 0).all() and (audit.row_spread == 0).all()
+    assert audit.head_spread == 0.0
+    mixed = torch.zeros(2, 4, 4, dtype=torch.float64)
+    mixed[1] = torch.eye(4)  # one zero head and one identity: heads differ
+    audit = D.rank_audit(mixed, head_dim=0)
+    assert audit.rank.tolist() == [0, 4] and audit.sigma_ratio.tolist() == [0.0, 1.0]
+    assert audit.head_spread == pytest.approx(0.5**0.5)  # RMS of ±I/2 over the RMS of [0, I]
+    A = torch.randn(4, 4)
+    with pytest.raises(ValueError, match=r"no head axis: pass head_dim=None"):
+        D.rank_audit(A)  # [d, d] has no head axis
+    with pytest.raises(ValueError, match=r"head_dim must be in 0 … 0, got 1"):
+        D.rank_audit(A[None])
+    assert D.rank_audit(A, head_dim=None).head_spread is None
+    with pytest.raises(ValueError, match="d ≥ 2"):
+        D.rank_audit(torch.ones(3, 1, 1), head_dim=None)
+    A[2, 2] = float("nan")
+    with pytest.raises(ValueError, match="A has 1 non-finite"):
+        D.rank_audit(A, head_dim=None)
+
+
+def test_perron_frobenius_refuses_non_finite_input_and_bad_settings():
+    A = torch.ones(2, 3, 3)
+    A[1, 0, 0] = float("inf")  # positive, so the positivity check let it through to NaN
+    with pytest.raises(ValueError, match="A_LM has 1 non-finite"):
+        D.perron_frobenius(A)
+    with pytest.raises(ValueError, match="iterations"):
+        D.perron_frobenius(torch.ones(3, 3), iterations=0)
+    with pytest.raises(ValueError, match="tol"):
+        D.perron_frobenius(torch.ones(3, 3), tol=float("nan"))
+    with pytest.raises(ValueError, match=r"\(\.\.\., d, d\)"):
+        D.perron_frobenius(torch.ones(3, 4))
+    lam, v = D.perron_frobenius(torch.ones(3, 3, dtype=torch.float32))
+    assert lam.dtype == torch.float64 and float(lam) == pytest.approx(3.0)
+    torch.testing.assert_close(v, torch.full((3,), 1 / 3, dtype=torch.float64))
+
+
+def test_dag_losses_define_zero_and_refuse_non_finite_or_overflowing_input():
+    """ℓ(0) = h(0) = 0 (0 is a DAG); NaN, inf and entries whose square overflows raise instead
+    of returning NaN."""
+    zero = torch.zeros(2, 5, 5)
+    assert torch.equal(D.dag_loss(zero), torch.zeros(2))
+    torch.testing.assert_close(D.notears_h(zero), torch.zeros(2, dtype=torch.float64))
+    for bad in (float("nan"), float("inf"), 1e200):
+        M = torch.zeros(4, 4, dtype=torch.float64)
+        M[0, 1] = bad
+        for f in (D.dag_loss, D.notears_h, D.log_trace_expm_squared):
+            with pytest.raises(ValueError, match="M∘M has 1 non-finite"):
+                f(M)
+    with pytest.raises(ValueError, match=r"\(\.\.\., d, d\)"):
+        D.dag_loss(torch.ones(3, 4))
+
+
+def test_commutant_residual_and_asymmetry_of_zero_are_zero():
+    """0 is in the commutant and is symmetric (both were 0/0 = NaN); non-finite input raises."""
+    assert float(D.commutant_residual(torch.zeros(6, 6))) == 0.0
+    assert D.asymmetry(torch.zeros(3, 3)) == 0.0
+    G = torch.eye(6)
+    G[0, 5] = float("inf")
+    with pytest.raises(ValueError, match="G has 1 non-finite"):
+        D.commutant_residual(G)
+    with pytest.raises(ValueError, match="M has 1 non-finite"):
+        D.asymmetry(G)
+    with pytest.raises(ValueError, match="even int"):
+        D.commutant_residual(torch.eye(5))
+    with pytest.raises(ValueError, match=r"\(\.\.\., d_k, d_k\)"):
+        D.commutant_projection(torch.ones(4, 6))
+
+
+def test_layer_head_and_distance_indices_are_checked():
+    """Out-of-range indices gave bare IndexErrors (or, negative, silently another head)."""
+    gpt = _gpt()
+    ids = torch.randint(4, 60, (1, 6))
+    attn = gpt.decoder.dec_layers[0].mha1
+    with pytest.raises(ValueError, match=r"head must be in 0 … 1, got 2"):
+        D.head_bilinear_form(attn, 2)
+    with pytest.raises(ValueError, match=r"head must be in 0 … 1, got -1"):
+        D.head_bilinear_form(attn, -1)
+    with pytest.raises(TypeError, match="head must be an int"):
+        D.head_bilinear_form(attn, 1.0)
+    for distance in (-1, 32):
+        with pytest.raises(ValueError, match=rf"distance must be in 0 … 31, got {distance}"):
+            D.head_bilinear_form(attn, 0, distance)
+    with pytest.raises(ValueError, match=r"layer must be in 0 … 1, got 2"):
+        D.head_profile(gpt, ids, 2, 0)
+    with pytest.raises(ValueError, match=r"head must be in 0 … 1, got 5"):
+        D.head_profile(gpt, ids, 0, 5)
+    with pytest.raises(ValueError, match=r"max_distance must be in 1 … 32, got 0"):
+        D.head_profile(gpt, ids, 0, 0, max_distance=0)
+    with pytest.raises(ValueError, match=r"layer must be in 0 … 1, got -1"):
+        D.layer_queries(gpt, ids, -1)
+    with pytest.raises(ValueError, match="ids must have shape"):
+        D.layer_queries(gpt, ids[0], 0)
+    with pytest.raises(ValueError, match=r"head must be in 0 … 1, got 2"):
+        D.twirl(gpt, ids, 0, 2, [3])
+    for lengths in ([], [0, 3]):
+        with pytest.raises(ValueError, match="lengths must be a non-empty list"):
+            D.twirl(gpt, ids, 0, 0, lengths)
+    outputs = D.deductive_tensors(_gpt_as_plga(), [ids, ids.flip(1)])
+    with pytest.raises(ValueError, match=r"layer must be in 0 … 0, got 1"):
+        D.deductive_profile(outputs, 1, 0)
+    with pytest.raises(ValueError, match=r"head must be in 0 … 1, got 2"):
+        D.deductive_profile(outputs, 0, 2)
+
+
+def _gpt_as_plga():
+    from kvattn.pldr import PLDRLLM, PLDRConfig
+
+    torch.manual_seed(2)
+    return PLDRLLM(
+        PLDRConfig(
+            vocab_size=60,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            num_reslayerA=1,
+            max_position_embeddings=32,
+        )
+    )
+
+
+def test_deductive_profile_marks_an_undefined_order_parameter_as_nan():
+    """A tensor whose first-prompt value has mean exactly 0 has no SOC order parameter: nan
+    (documented), not inf and not an error that would stop the explorers."""
+    from types import SimpleNamespace
+
+    def outputs(A):
+        base = torch.ones(1, 1, 2, 2)
+        return [SimpleNamespace(A=A, A_LM=base, A_P=base, G_LM=2 * base)]
+
+    centred = torch.tensor([[1.0, -1.0], [3.0, -3.0]])[None, None]
+    profile = D.deductive_profile([outputs(centred), outputs(centred + 1)], 0, 0)
+    assert math.isnan(profile.order["A"]) and profile.order["G_LM"] == 0.0
+    same = D.deductive_profile([outputs(centred), outputs(centred.clone())], 0, 0)
+    assert same.order["A"] == 0.0

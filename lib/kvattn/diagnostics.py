@@ -2,8 +2,10 @@
 Perron–Frobenius eigenpair and the RoPE-commutant residual.
 
 All functions take tensors whose last two axes are d_k × d_k matrices (any leading shape, e.g.
-``[B, H, d_k, d_k]`` from :class:`kvattn.pldr.DeductiveOutputs`) and compute in float64 unless
-they are used as a training loss.
+``[B, H, d_k, d_k]`` from :class:`kvattn.pldr.DeductiveOutputs`), on any device. Except for the
+training loss :func:`dag_loss` (which stays on its input's device and dtype), they move their
+inputs to the CPU *then* cast them to float64 (:func:`cpu64`) and return CPU float64 results, so
+that analyses never mix devices and work on Apple MPS, which has no float64.
 """
 
 from __future__ import annotations
@@ -14,6 +16,61 @@ from dataclasses import dataclass
 import torch
 
 Tensor = torch.Tensor
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared checks
+
+
+def cpu64(x: Tensor) -> Tensor:
+    """``x`` detached, moved to the CPU and *then* cast to float64: what every analysis here
+    computes on (the input itself when it already is a detached CPU float64 tensor).
+
+    The order matters: MPS has no float64, so ``x.double()`` fails on an MPS tensor, and a float64
+    copy left on a GPU would mix devices with the CPU tensors an analysis builds.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a tensor.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
+    return x.detach().cpu().double()
+
+
+def _square(X: Tensor, name: str) -> None:
+    """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with d ≥ 1."""
+    if X.ndim < 2 or X.shape[-1] != X.shape[-2] or X.shape[-1] == 0:
+        raise ValueError(f"{name} must have shape (..., d, d) with d ≥ 1, got {tuple(X.shape)}")
+
+
+def _matrices(X: Tensor, name: str) -> None:
+    """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with finite entries."""
+    _square(X, name)
+    _finite(X, name)
+
+
+def _finite(X: Tensor, name: str) -> None:
+    """Raise if ``X`` has a NaN or infinite entry (one host synchronisation on a GPU)."""
+    bad = int((~torch.isfinite(X)).sum())
+    if bad:
+        raise ValueError(f"{name} has {bad} non-finite (NaN or infinite) entries")
+
+
+def _index(value: int, name: str, size: int) -> int:
+    """Check a layer or head index against ``range(size)``; negative indices are refused."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be in 0 … {size - 1}, got {value}")
+    return value
+
+
+def _attention(model, layer: int):
+    """The attention module of decoder layer ``layer`` of ``model``, index checked."""
+    layers = model.decoder.dec_layers
+    return layers[_index(layer, "layer", len(layers))].mha1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -43,8 +100,16 @@ def log_trace_expm_squared(M: Tensor) -> Tensor:
     log tr e^{X} = c + log tr e^{X − cI}, and e^{X − cI} has spectral radius ≤ 1. The trained
     tensors of PLDR-LLMs make tr e^{M∘M} overflow float32 (log values ~1e3), which is why the
     reference's direct ``matrix_exp`` cannot be used as is.
+
+    Raises
+    ------
+    ValueError
+        If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
+        the square root of the dtype's largest value overflow); one host synchronisation.
     """
+    _square(M, "M")
     X = M * M
+    _finite(X.detach(), "M∘M")
     c = _perron_upper_bound(X.detach())
     eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
     shifted = torch.linalg.matrix_exp(X - c[..., None, None] * eye)
@@ -66,9 +131,9 @@ def notears_h(M: Tensor) -> Tensor:
     """The NOTEARS acyclicity function h(M) = tr(exp(M∘M)) − d (Zheng et al. 2018), in float64.
 
     Returns ``inf`` where the trace exceeds float64's range (its log is finite: see
-    :func:`log_trace_expm_squared`).
+    :func:`log_trace_expm_squared`); a CPU tensor ``[...]`` for ``M`` on any device.
     """
-    log_tr = log_trace_expm_squared(M.detach().double())
+    log_tr = log_trace_expm_squared(cpu64(M))
     return torch.exp(log_tr) - M.shape[-1]
 
 
@@ -82,16 +147,39 @@ def order_parameter(x1: Tensor, x2: Tensor, normalisation: str = "mean") -> floa
     ``"mean"`` (SOC paper): ``RMSE(x1 − x2) / |mean(x1)|``, the root-mean-square difference over the
     magnitude of the mean of the reference run x1. ``"rms"`` (the math-foundations audit):
     rms(x1 − x2) / ½(rms x1 + rms x2), bounded by 2. The two must not be mixed.
+
+    Identical runs give exactly 0 under both normalisations (no change, whatever the scale, also
+    for all-zero tensors, where the "rms" ratio would read 0/0). Otherwise a zero mean of x1 leaves
+    the "mean" normalisation without a scale, and it raises rather than return inf: a tensor
+    centred on zero needs ``"rms"``. Inputs on any device; computed in float64 on the CPU.
+
+    Raises
+    ------
+    ValueError
+        For different shapes, empty or non-finite inputs, an unknown ``normalisation``, or
+        ``"mean"`` with mean(x1) = 0 and x1 ≠ x2.
     """
-    if x1.shape != x2.shape:
-        raise ValueError(f"shapes differ: {tuple(x1.shape)} vs {tuple(x2.shape)}")
-    a, b = x1.detach().double(), x2.detach().double()
-    rmse = (a - b).pow(2).mean().sqrt()
+    if normalisation not in ("mean", "rms"):
+        raise ValueError(f"normalisation must be 'mean' or 'rms', got {normalisation!r}")
+    a, b = cpu64(x1), cpu64(x2)
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+    if a.numel() == 0:
+        raise ValueError("x1 and x2 are empty")
+    _finite(a, "x1")
+    _finite(b, "x2")
+    rmse = float((a - b).pow(2).mean().sqrt())
+    if rmse == 0.0:
+        return 0.0
     if normalisation == "mean":
-        return float(rmse / a.mean().abs())
-    if normalisation == "rms":
-        return float(rmse / (0.5 * (a.pow(2).mean().sqrt() + b.pow(2).mean().sqrt())))
-    raise ValueError(f"normalisation must be 'mean' or 'rms', got {normalisation!r}")
+        mean = float(a.mean().abs())
+        if mean == 0.0:
+            raise ValueError(
+                "x1 has mean 0, so the 'mean' normalisation (RMSE / |mean(x1)|) is undefined; "
+                "use normalisation='rms'"
+            )
+        return rmse / mean
+    return rmse / float(0.5 * (a.pow(2).mean().sqrt() + b.pow(2).mean().sqrt()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,7 +193,9 @@ class RankAudit:
     ``rank``: numerical rank of each matrix (singular values above 64·eps·σ1 of float32, as the
     audit); ``sigma_ratio``: σ2/σ1; ``row_spread``: variance across rows over the mean square
     (0 when all rows are identical, A = 𝟙αᵀ); ``head_spread``: RMS difference between heads over
-    the RMS (0 when every head has the same matrix), if a head axis is given.
+    the RMS (0 when every head has the same matrix), if a head axis is given. For a zero matrix
+    (rank 0) the three ratios are defined as 0: it has at most one direction, identical rows and
+    identical heads. All on the CPU, float64 (rank: int64).
     """
 
     rank: Tensor
@@ -115,18 +205,38 @@ class RankAudit:
 
 
 def rank_audit(A: Tensor, head_dim: int | None = 1) -> RankAudit:
-    """Audit every matrix in ``A [..., d, d]``; ``head_dim`` is the axis of heads (None: none)."""
-    X = A.detach().double()
+    """Audit every matrix in ``A [..., d, d]`` (d ≥ 2, any device); ``head_dim`` is the axis of
+    heads, one of the leading axes 0 … A.ndim − 3 (None: no head axis).
+
+    Raises
+    ------
+    ValueError
+        If A is not ``[..., d, d]`` with d ≥ 2, has non-finite entries, or ``head_dim`` is not a
+        leading axis.
+    """
+    X = cpu64(A)
+    _matrices(X, "A")
+    if X.shape[-1] < 2:
+        raise ValueError(f"A needs d ≥ 2 for σ2/σ1, got shape {tuple(X.shape)}")
+    if head_dim is not None:
+        if X.ndim == 2:
+            raise ValueError(f"A of shape {tuple(X.shape)} has no head axis: pass head_dim=None")
+        _index(head_dim, "head_dim", X.ndim - 2)
     s = torch.linalg.svdvals(X)
     tol = 64 * torch.finfo(torch.float32).eps * s[..., :1]
     rank = (s > tol).sum(-1)
-    ratio = s[..., 1] / s[..., 0]
-    row_spread = X.var(dim=-2, unbiased=False).mean(-1) / X.pow(2).mean((-2, -1))
+    ratio = _ratio(s[..., 1], s[..., 0])
+    row_spread = _ratio(X.var(dim=-2, unbiased=False).mean(-1), X.pow(2).mean((-2, -1)))
     head_spread = None
     if head_dim is not None:
         mean_head = X.mean(dim=head_dim, keepdim=True)
-        head_spread = float((X - mean_head).pow(2).mean().sqrt() / X.pow(2).mean().sqrt())
+        head_spread = float(_ratio((X - mean_head).pow(2).mean().sqrt(), X.pow(2).mean().sqrt()))
     return RankAudit(rank, ratio, row_spread, head_spread)
+
+
+def _ratio(num: Tensor, den: Tensor) -> Tensor:
+    """num / den, and 0 where den = 0 (used where den = 0 forces num = 0, e.g. a zero matrix)."""
+    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,15 +249,23 @@ def perron_frobenius(
     """Dominant eigenvalue and eigenvector of entrywise-positive matrices ``[..., d, d]``.
 
     A_LM ≥ ε > 0 elementwise, so by Perron–Frobenius its spectral radius is a simple positive
-    eigenvalue with an entrywise-positive eigenvector. Power iteration in float64; returns
-    ``(eigenvalue [...], eigenvector [..., d])`` with the eigenvector normalised to unit sum.
+    eigenvalue with an entrywise-positive eigenvector. Power iteration in float64 on the CPU
+    (one transfer from the input's device, then no host synchronisation with it); returns CPU
+    tensors ``(eigenvalue [...], eigenvector [..., d])`` with the eigenvector normalised to unit
+    sum. Stops when no entry of the eigenvector moves by ``tol`` or more, or after ``iterations``.
 
     Raises
     ------
     ValueError
-        If some entry is not positive (the theorem needs a positive matrix).
+        If A_LM is not ``[..., d, d]``, has a non-finite or non-positive entry (the theorem needs
+        a positive matrix), or ``iterations`` < 1 or ``tol`` ≤ 0.
     """
-    X = A_LM.detach().double()
+    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
+        raise ValueError(f"iterations must be an int ≥ 1, got {iterations!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol!r}")
+    X = cpu64(A_LM)
+    _matrices(X, "A_LM")
     if not bool((X > 0).all()):
         raise ValueError("Perron–Frobenius needs entrywise-positive matrices")
     v = torch.ones(*X.shape[:-1], dtype=X.dtype, device=X.device) / X.shape[-1]
@@ -168,8 +286,8 @@ def perron_frobenius(
 
 def rope_planes(d_k: int, interleaved: bool = True) -> list[tuple[int, int]]:
     """The coordinate pairs RoPE rotates: (2i, 2i+1) interleaved, (i, i + d_k/2) half-split."""
-    if d_k % 2:
-        raise ValueError(f"d_k must be even, got {d_k}")
+    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 2 or d_k % 2:
+        raise ValueError(f"d_k must be an even int ≥ 2, got {d_k!r}")
     if interleaved:
         return [(2 * i, 2 * i + 1) for i in range(d_k // 2)]
     return [(i, i + d_k // 2) for i in range(d_k // 2)]
@@ -181,8 +299,10 @@ def commutant_projection(G: Tensor, interleaved: bool = True) -> Tensor:
     With distinct frequencies per plane, the commutant is block-diagonal in the RoPE planes with
     each 2×2 block of the form [[α, −β], [β, α]] (a rotation-scaling). The orthogonal
     (Frobenius) projection keeps, per plane, α = mean of the diagonal pair and β = mean of
-    (G[j,i], −G[i,j]), and zeroes everything else.
+    (G[j,i], −G[i,j]), and zeroes everything else. Stays on G's device and dtype.
     """
+    if G.ndim < 2 or G.shape[-1] != G.shape[-2]:
+        raise ValueError(f"G must have shape (..., d_k, d_k), got {tuple(G.shape)}")
     out = torch.zeros_like(G)
     for i, j in rope_planes(G.shape[-1], interleaved):
         alpha = 0.5 * (G[..., i, i] + G[..., j, j])
@@ -195,11 +315,19 @@ def commutant_projection(G: Tensor, interleaved: bool = True) -> Tensor:
 
 
 def commutant_residual(G: Tensor, interleaved: bool = True) -> Tensor:
-    """‖G − Π(G)‖_F / ‖G‖_F per matrix: 0 when G commutes with RoPE (the score q G kᵀ then
-    depends only on relative positions), near 1 when G uses absolute-position directions."""
-    X = G.detach().double()
+    """‖G − Π(G)‖_F / ‖G‖_F per matrix ``[...]`` (CPU, float64): 0 when G commutes with RoPE (the
+    score q G kᵀ then depends only on relative positions), near 1 when G uses absolute-position
+    directions; 0 for G = 0, which is in the commutant.
+
+    Raises
+    ------
+    ValueError
+        If G is not ``[..., d_k, d_k]`` with d_k even, or has non-finite entries.
+    """
+    X = cpu64(G)
+    _matrices(X, "G")
     residual = X - commutant_projection(X, interleaved)
-    return residual.norm(dim=(-2, -1)) / X.norm(dim=(-2, -1))
+    return _ratio(residual.norm(dim=(-2, -1)), X.norm(dim=(-2, -1)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,8 +336,16 @@ def commutant_residual(G: Tensor, interleaved: bool = True) -> Tensor:
 
 def rope_rotation(attention, distance: int) -> Tensor:
     """The d_k × d_k matrix R(δ) by which an attention layer's RoPE rotates a row vector at
-    position δ (so that q_rot = q R(i) and R(i) R(j)ᵀ = R(i − j)); float64."""
+    position δ (so that q_rot = q R(i) and R(i) R(j)ᵀ = R(i − j)); CPU, float64, whatever the
+    device of ``attention`` (RoPE keeps its angle tables in float64 on the CPU).
+
+    Raises
+    ------
+    ValueError
+        If ``distance`` is not in 0 … max_position_embeddings − 1.
+    """
     d_k = attention.cfg.d_k
+    _index(distance, "distance", attention.cfg.max_position_embeddings)
     eye = torch.eye(d_k, dtype=torch.float64).view(d_k, 1, 1, d_k)
     return attention.rope(eye, start=distance).view(d_k, d_k)
 
@@ -221,42 +357,46 @@ def head_bilinear_form(attention, head: int, distance: int = 0, with_bias: bool 
 
     where W_Q,h, W_K,h are the head's d_k × d rows of ``wq`` and ``wk`` and R is RoPE
     (course, chapter 6). With ``with_bias`` the form acts on [x, 1] and includes the biases,
-    shape (d + 1) × (d + 1), so that the score is exactly [x_i, 1] M [x_j, 1]ᵀ / √d_k.
+    shape (d + 1) × (d + 1), so that the score is exactly [x_i, 1] M [x_j, 1]ᵀ / √d_k. CPU,
+    float64, for a layer on any device.
 
     Raises
     ------
     ValueError
-        For PLGA and constant-G layers, whose score q G kᵀ does not reduce to one form per δ.
+        For PLGA and constant-G layers, whose score q G kᵀ does not reduce to one form per δ; for
+        ``head`` outside 0 … H − 1 or ``distance`` outside 0 … max_position_embeddings − 1.
     """
     if attention.kind != "sdpa":
         raise ValueError("only scaled dot-product attention has one bilinear form per distance")
     d_k = attention.cfg.d_k
+    _index(head, "head", attention.cfg.num_attention_heads)
+    R = rope_rotation(attention, distance)
     rows = slice(head * d_k, (head + 1) * d_k)
-    Wq = attention.wq.weight[rows].detach().double()
-    Wk = attention.wk.weight[rows].detach().double()
+    Wq, Wk = cpu64(attention.wq.weight[rows]), cpu64(attention.wk.weight[rows])
     if with_bias:
         zeros = torch.zeros(d_k, 1, dtype=torch.float64)
-        bq = (
-            zeros
-            if attention.wq.bias is None
-            else attention.wq.bias[rows].detach().double()[:, None]
-        )
-        bk = (
-            zeros
-            if attention.wk.bias is None
-            else attention.wk.bias[rows].detach().double()[:, None]
+        bq, bk = (
+            zeros if b is None else cpu64(b[rows])[:, None]
+            for b in (attention.wq.bias, attention.wk.bias)
         )
         Wq, Wk = torch.cat([Wq, bq], 1), torch.cat([Wk, bk], 1)
     # q_rot = x Wqᵀ R(i) and k_rot = x Wkᵀ R(j), so q_rot k_rotᵀ = x Wqᵀ R(i) R(j)ᵀ Wk xᵀ and
     # R(i) R(j)ᵀ = R(i − j).
-    return Wq.T @ rope_rotation(attention, distance) @ Wk
+    return Wq.T @ R @ Wk
 
 
 def asymmetry(M: Tensor) -> float:
     """‖M − Mᵀ‖_F / ‖M‖_F, between 0 (symmetric: exchanging query and key changes nothing) and 2
-    (antisymmetric); √2 when tr(M²) = 0, as for a typical random matrix."""
-    X = M.detach().double()
-    return float((X - X.transpose(-1, -2)).norm() / X.norm())
+    (antisymmetric); √2 when tr(M²) = 0, as for a typical random matrix; 0 for M = 0 (symmetric).
+
+    Raises
+    ------
+    ValueError
+        If M is not square or has non-finite entries.
+    """
+    X = cpu64(M)
+    _matrices(X, "M")
+    return float(_ratio((X - X.transpose(-1, -2)).norm(), X.norm()))
 
 
 def swap_attention_qk(model):
@@ -292,13 +432,27 @@ class HeadProfile:
 
 @torch.no_grad()
 def head_profile(model, ids: Tensor, layer: int, head: int, max_distance: int = 16) -> HeadProfile:
-    """The compute function of chapter 6's attention explorer (both faces)."""
+    """The compute function of chapter 6's attention explorer (both faces): ``ids`` ``(1, S)`` on
+    the model's device; results on the CPU in float64.
+
+    Raises
+    ------
+    ValueError
+        For ids not of shape (1, S), ``layer``/``head`` out of range, ``max_distance`` < 1.
+    """
     if ids.ndim != 2 or ids.shape[0] != 1:
         raise ValueError(f"ids must have shape (1, S), got {tuple(ids.shape)}")
+    attn = _attention(model, layer)
+    _index(head, "head", model.config.num_attention_heads)
+    n_positions = model.config.max_position_embeddings
+    if not 1 <= max_distance <= n_positions:
+        raise ValueError(f"max_distance must be in 1 … {n_positions}, got {max_distance}")
     out = model(ids, output_pldr_attentions=True)
-    E = out.pldr_attentions[layer].E[0, head].detach().double().cpu()
-    attn = model.decoder.dec_layers[layer].mha1
-    asym = torch.tensor([asymmetry(head_bilinear_form(attn, head, d)) for d in range(max_distance)])
+    E = cpu64(out.pldr_attentions[layer].E[0, head])
+    asym = torch.tensor(
+        [asymmetry(head_bilinear_form(attn, head, d)) for d in range(max_distance)],
+        dtype=torch.float64,
+    )
     return HeadProfile(layer, head, E, asym)
 
 
@@ -316,7 +470,9 @@ class DeductiveProfile:
     ``first[name]``: the tensor on the first prompt, ``[d_k, d_k]``; ``spread[name]``: its
     standard deviation across the prompts, entry by entry; ``order[name]``: the order parameter
     (SOC normalisation: RMSE over the magnitude of the mean) between the first prompt and each
-    other, averaged; for every name in :data:`DEDUCTIVE`.
+    other, averaged; for every name in :data:`DEDUCTIVE`. ``nan`` where that normalisation is
+    undefined (the first prompt's tensor has mean exactly 0 and another prompt's differs, as A of
+    a freshly initialised model): see :func:`order_parameter`.
     """
 
     layer: int
@@ -334,15 +490,27 @@ def deductive_tensors(model, prompts: list[Tensor]) -> list[list]:
 
 
 def deductive_profile(outputs: list[list], layer: int, head: int) -> DeductiveProfile:
-    """Summarise :func:`deductive_tensors` for one layer and head (needs 2+ prompts)."""
+    """Summarise :func:`deductive_tensors` for one layer and head (needs 2+ prompts); tensors on
+    any device, results on the CPU in float64.
+
+    Raises
+    ------
+    ValueError
+        For fewer than two prompts, or ``layer``/``head`` out of range.
+    """
     if len(outputs) < 2:
         raise ValueError("need the deductive tensors of at least two prompts")
+    _index(layer, "layer", len(outputs[0]))
+    _index(head, "head", outputs[0][layer].G_LM.shape[1])
     first, spread, order = {}, {}, {}
     for name in DEDUCTIVE:
-        stack = torch.stack([getattr(o[layer], name)[0, head].double().cpu() for o in outputs])
+        stack = torch.stack([cpu64(getattr(o[layer], name)[0, head]) for o in outputs])
         first[name] = stack[0]
         spread[name] = stack.std(0)
-        order[name] = sum(order_parameter(stack[0], s) for s in stack[1:]) / (len(stack) - 1)
+        if float(stack[0].mean()) == 0.0 and not bool((stack == stack[0]).all()):
+            order[name] = math.nan
+        else:
+            order[name] = sum(order_parameter(stack[0], s) for s in stack[1:]) / (len(stack) - 1)
     return DeductiveProfile(layer, head, first, spread, order)
 
 
@@ -352,10 +520,19 @@ def deductive_profile(outputs: list[list], layer: int, head: int) -> DeductivePr
 
 @torch.no_grad()
 def layer_queries(model, ids: Tensor, layer: int, rope: bool = True) -> Tensor:
-    """The queries of every head of ``layer`` on ``ids`` (shape ``(1, S)``), as ``[H, S, d_k]``,
-    after RoPE (``rope=True``, what the density sums) or before it."""
+    """The queries of every head of ``layer`` on ``ids`` (shape ``(1, S)``, on the model's
+    device), as ``[H, S, d_k]`` on the CPU in float64, after RoPE (``rope=True``, what the density
+    sums) or before it.
+
+    Raises
+    ------
+    ValueError
+        For ids not of shape (1, S) or ``layer`` out of range.
+    """
+    if ids.ndim != 2 or ids.shape[0] != 1:
+        raise ValueError(f"ids must have shape (1, S), got {tuple(ids.shape)}")
     captured = {}
-    attn = model.decoder.dec_layers[layer].mha1
+    attn = _attention(model, layer)
     handle = attn.register_forward_pre_hook(lambda module, args: captured.setdefault("x", args[0]))
     try:
         model(ids)
@@ -365,13 +542,22 @@ def layer_queries(model, ids: Tensor, layer: int, rope: bool = True) -> Tensor:
     q = attn.wq(x).view(x.shape[0], x.shape[1], attn.cfg.num_attention_heads, attn.cfg.d_k)
     if rope:
         q = attn.rope(q)
-    return q[0].transpose(0, 1)
+    return cpu64(q[0].transpose(0, 1))
 
 
 def twirl(model, ids: Tensor, layer: int, head: int, lengths: list[int]) -> dict[int, Tensor]:
     """The normalised density A0/S of one head over the first S tokens, for each S in
-    ``lengths`` (float64 ``[d_k, d_k]``): the compute function of chapter 10's explorer."""
-    q = layer_queries(model, ids, layer)[head].double()
+    ``lengths`` (CPU float64 ``[d_k, d_k]``): the compute function of chapter 10's explorer.
+
+    Raises
+    ------
+    ValueError
+        For ``layer``/``head`` out of range, no lengths, or a length outside 1 … S.
+    """
+    _index(head, "head", model.config.num_attention_heads)
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"lengths must be a non-empty list of ints ≥ 1, got {lengths!r}")
+    q = layer_queries(model, ids, layer)[head]
     if max(lengths) > q.shape[0]:
         raise ValueError(f"lengths go up to {max(lengths)} but the input has {q.shape[0]} tokens")
     return {S: q[:S].T @ q[:S] / S for S in lengths}
