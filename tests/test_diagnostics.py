@@ -524,3 +524,82 @@ def test_deductive_profile_marks_an_undefined_order_parameter_as_nan():
     assert math.isnan(profile.order["A"]) and profile.order["G_LM"] == 0.0
     same = D.deductive_profile([outputs(centred), outputs(centred.clone())], 0, 0)
     assert same.order["A"] == 0.0
+
+
+# --- chapter 9: collapse measured by what it does ----------------------------------------------
+
+
+def _attend(q, k, v, G):
+    d_k = q.shape[-1]
+    E = torch.softmax(q @ G @ k.mT / math.sqrt(d_k), dim=-1)
+    return E @ v
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.1, 3.0])
+def test_attention_shift_bound_holds(scale):
+    """Near-invariance theorem (chapter 9): moving G by Δ moves every head output by at most
+    ‖q_i‖ ‖Δ‖₂ · 2 max‖k_j‖ · max‖v_j‖ / √d_k; checked on random heads, small and large Δ."""
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(20):
+        q, k = torch.randn(2, 3, 9, 8, dtype=torch.float64, generator=gen).unbind(0)
+        v = torch.randn(3, 9, 5, dtype=torch.float64, generator=gen)
+        G = torch.randn(3, 8, 8, dtype=torch.float64, generator=gen)
+        delta = scale * torch.randn(3, 8, 8, dtype=torch.float64, generator=gen)
+        moved = (_attend(q, k, v, G + delta) - _attend(q, k, v, G)).norm(dim=-1)
+        bound = D.attention_shift_bound(q, k, v, delta)
+        assert bound.shape == (3, 9)
+        assert (moved <= bound + 1e-12).all()
+
+
+def test_attention_shift_bound_is_linear_and_zero_at_zero():
+    q, k, v = torch.randn(4, 6), torch.randn(7, 6), torch.randn(7, 3)
+    delta = torch.randn(6, 6)
+    b1, b2 = D.attention_shift_bound(q, k, v, delta), D.attention_shift_bound(q, k, v, 2 * delta)
+    torch.testing.assert_close(b2, 2 * b1)
+    assert (D.attention_shift_bound(q, k, v, torch.zeros(6, 6)) == 0).all()
+    assert b1.dtype == torch.float64 and b1.device.type == "cpu"
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        D.attention_shift_bound(q, k, v[:3], delta)
+    with pytest.raises(ValueError, match="non-finite"):
+        D.attention_shift_bound(q, k, v, torch.full((6, 6), math.nan))
+
+
+@pytest.fixture(scope="module")
+def tiny_pldr():
+    from kvattn.checkpoint import load_pretrained
+    from kvattn.data import shipped
+
+    return load_pretrained(shipped("pldr_tiny"))
+
+
+def test_g_substitution_is_exactly_zero_for_a_constant_g_model(tiny_pldr):
+    """A constant-G model's G_LM is the same for every input: substituting any donor's changes
+    nothing, exactly."""
+    from kvattn.pldr import constant_g_from
+
+    torch.manual_seed(0)
+    cfg = tiny_pldr.config
+    G = [
+        torch.randn(cfg.num_attention_heads, cfg.d_k, cfg.d_k) for _ in range(cfg.num_hidden_layers)
+    ]
+    constant = constant_g_from(tiny_pldr, G)
+    ids = torch.randint(4, tiny_pldr.config.vocab_size, (2, 33))
+    donors = [torch.randint(4, tiny_pldr.config.vocab_size, (1, n)) for n in (10, 20)]
+    r = D.g_substitution(constant, ids, donors)
+    assert (r.delta_loss == 0).all() and (r.agreement == 1).all()
+    assert r.identity_delta != 0 and r.share_of_g_effect == 0
+
+
+def test_g_substitution_on_the_trained_model(tiny_pldr):
+    """On pldr_tiny a donor's G_LM changes the loss far less than removing G_LM (G = I) does:
+    the functional measure sees what the order parameter hides."""
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(4, tiny_pldr.config.vocab_size, (2, 65), generator=gen)
+    donors = [torch.randint(4, tiny_pldr.config.vocab_size, (1, 40), generator=gen)]
+    r = D.g_substitution(tiny_pldr, ids, donors)
+    assert r.delta_loss.shape == r.agreement.shape == (1,)
+    assert 0 < r.agreement.item() <= 1
+    assert abs(r.delta_loss.item()) < abs(r.identity_delta)
+    assert r.share_of_g_effect == pytest.approx(r.delta_loss.item() / r.identity_delta)
+    with pytest.raises(ValueError, match="at least one donor"):
+        D.g_substitution(tiny_pldr, ids, [])

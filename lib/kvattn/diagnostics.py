@@ -561,3 +561,123 @@ def twirl(model, ids: Tensor, layer: int, head: int, lengths: list[int]) -> dict
     if max(lengths) > q.shape[0]:
         raise ValueError(f"lengths go up to {max(lengths)} but the input has {q.shape[0]} tokens")
     return {S: q[:S].T @ q[:S] / S for S in lengths}
+
+
+# ---------------------------------------------------------------------------------------------
+# Collapse, measured by what it does (course, chapter 9)
+
+
+def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Tensor:
+    """Upper bound on how far each query's attention output moves when the head's bilinear form
+    changes from G to G + Δ (near-invariance theorem, chapter 9; ours).
+
+    With scores s_ij = q_i G k_jᵀ / √d_k, E = softmax over j and o_i = Σ_j E_ij v_j,
+
+        ‖o_i(G + Δ) − o_i(G)‖ ≤ (‖q_i‖ ‖Δ‖₂ / √d_k) · 2 max_j ‖k_j‖ · max_j ‖v_j‖,
+
+    because the softmax moves by at most the oscillation of the score change in ℓ¹ (its Jacobian
+    diag(p) − p pᵀ maps δ to a vector of ℓ¹ norm Σ p_i |δ_i − p·δ| ≤ max δ − min δ), the score
+    change of query i is at most ‖q_i‖ ‖Δ‖₂ ‖k_j‖ / √d_k in size, and a change of weights
+    summing to 0 moves a weighted mean of the v_j by at most its ℓ¹ norm times max ‖v_j‖. The
+    bound holds for every G, so it says: if G_LM(x) stays within ε of one constant (spectral
+    norm), every head output stays within this bound with ‖Δ‖₂ = ε of the constant-G model's.
+
+    Parameters
+    ----------
+    q, k, v:
+        Queries ``[..., S_q, d_k]``, keys ``[..., S_k, d_k]``, values ``[..., S_k, d_v]`` (as
+        attention sees them, after RoPE); any device.
+    delta:
+        The change of G, ``[..., d_k, d_k]`` (broadcast over the leading axes).
+
+    Returns
+    -------
+    The bound per query, ``[..., S_q]``, CPU float64.
+    """
+    q, k, v, delta = (cpu64(t) for t in (q, k, v, delta))
+    for name, t in (("q", q), ("k", k), ("v", v), ("delta", delta)):
+        _finite(t, name)
+    _square(delta, "delta")
+    if not (q.shape[-1] == k.shape[-1] == delta.shape[-1] and k.shape[-2] == v.shape[-2]):
+        raise ValueError(
+            f"shapes do not fit: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
+            f"delta {tuple(delta.shape)} (need q, k [..., S, d_k], v [..., S_k, d_v], "
+            "delta [..., d_k, d_k])"
+        )
+    d_k = q.shape[-1]
+    spectral = torch.linalg.matrix_norm(delta, ord=2)[..., None]
+    k_max = k.norm(dim=-1).amax(-1, keepdim=True)
+    v_max = v.norm(dim=-1).amax(-1, keepdim=True)
+    return q.norm(dim=-1) * spectral / math.sqrt(d_k) * 2 * k_max * v_max
+
+
+@dataclass(frozen=True)
+class GSubstitution:
+    """What freezing G_LM at other inputs' values does to a model's predictions.
+
+    ``delta_loss[d]``: mean next-token loss of the constant-G model built from donor d's G_LM
+    minus the model's own (nats/token, full passes on the same blocks); ``agreement[d]``: the
+    share of positions whose greedy next token is unchanged; ``identity_delta``: the same loss
+    difference with G_LM = I in every head (plain SDPA with the trained weights), the scale
+    against which ``delta_loss`` is small or large; ``loss``: the model's own loss.
+    """
+
+    loss: float
+    delta_loss: Tensor
+    agreement: Tensor
+    identity_delta: float
+
+    @property
+    def share_of_g_effect(self) -> float:
+        """Mean ``delta_loss`` as a share of ``identity_delta``: 0 when any input's G_LM does as
+        well as the input's own (collapse, functionally), 1 when a frozen G_LM is no better
+        than none."""
+        return float(self.delta_loss.mean()) / self.identity_delta
+
+
+@torch.no_grad()
+def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
+    """The functional measure of collapse: replace every layer's G_LM by the value it takes on a
+    donor input (the G ablation of the PLDR-LLM papers, :func:`kvattn.pldr.constant_g_from`)
+    and measure the loss and the greedy tokens on ``ids``, for each donor.
+
+    ``ids``: evaluation blocks ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets
+    ``ids[:, 1:]``); ``donors``: token ids ``[1, S_d]`` each. Unlike an order parameter, the
+    result does not depend on how large the mean of G_LM is, only on what changing it does.
+
+    Raises
+    ------
+    ValueError
+        No donors, or ``ids`` not of shape ``[B, S + 1]`` with S ≥ 1.
+    """
+    from .pldr import constant_g_from
+    from .train import lm_cross_entropy
+
+    if not donors:
+        raise ValueError("need at least one donor input")
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(f"ids must have shape [B, S + 1] with S >= 1, got {tuple(ids.shape)}")
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    pad = model.config.pad_token_id
+
+    def run(m) -> tuple[float, Tensor]:
+        logits = m(inputs).logits
+        return lm_cross_entropy(logits, targets, pad).item(), logits.argmax(-1)
+
+    loss, greedy = run(model)
+    deltas, agreements = [], []
+    for donor in donors:
+        outs = model(donor, output_pldr_attentions=True).pldr_attentions
+        # a generated G_LM is [1, H, d_k, d_k]; a constant-G model reports its [H, d_k, d_k]
+        G = [o.G_LM[0] if o.G_LM.ndim == 4 else o.G_LM for o in outs]
+        donor_loss, donor_greedy = run(constant_g_from(model, G))
+        deltas.append(donor_loss - loss)
+        agreements.append((donor_greedy == greedy).double().mean().item())
+    eye = torch.eye(model.config.d_k, device=G[0].device, dtype=G[0].dtype)
+    identity_loss, _ = run(constant_g_from(model, [eye.expand_as(g) for g in G]))
+    return GSubstitution(
+        loss,
+        torch.tensor(deltas, dtype=torch.float64),
+        torch.tensor(agreements, dtype=torch.float64),
+        identity_loss - loss,
+    )
