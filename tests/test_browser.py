@@ -374,7 +374,7 @@ def test_page_on_a_phone(name: str, site: str, browser: Browser) -> None:
     n_figures = sum(PLOTLY_JSON in o.get("data", {}) for o in executed_outputs(name))
     context = browser.new_context(viewport=PHONE_VIEWPORT)
     page = context.new_page()
-    page.set_default_timeout(WAIT_MS)
+    page.set_default_timeout(HANG_MS)
     page.route(re.compile(r"^(?!" + re.escape(site) + r"|data:|blob:)"), lambda r: r.abort())
     try:
         page.goto(site + f"{name}.html", wait_until="load")
