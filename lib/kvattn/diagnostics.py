@@ -575,12 +575,13 @@ def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Ten
 
         ‖o_i(G + Δ) − o_i(G)‖ ≤ (‖q_i‖ ‖Δ‖₂ / √d_k) · 2 max_j ‖k_j‖ · max_j ‖v_j‖,
 
-    because the softmax moves by at most the oscillation of the score change in ℓ¹ (its
-    Jacobian diag(p) − p pᵀ maps δ to a vector of ℓ¹ norm Σ p_i·abs(δ_i − p·δ), at most
-    max δ − min δ), the score change of query i is at most ‖q_i‖ ‖Δ‖₂ ‖k_j‖ / √d_k in size, and a change of weights
-    summing to 0 moves a weighted mean of the v_j by at most its ℓ¹ norm times max ‖v_j‖. The
-    bound holds for every G, so it says: if G_LM(x) stays within ε of one constant (spectral
-    norm), every head output stays within this bound with ‖Δ‖₂ = ε of the constant-G model's.
+    because (1) the score change of query i is at most ‖q_i‖ ‖Δ‖₂ ‖k_j‖ / √d_k in size; (2) the
+    softmax moves by at most the oscillation of the score change in ℓ¹ (its Jacobian
+    diag(p) − p pᵀ maps δ to a vector of ℓ¹ norm Σ p_i·abs(δ_i − p·δ), at most max δ − min δ);
+    (3) a change of weights summing to 0 moves a weighted mean of the v_j by at most its ℓ¹
+    norm times max ‖v_j‖. The bound holds for every G, so if G_LM(x) stays within ε of one
+    constant (spectral norm), every head output stays within this bound, with ‖Δ‖₂ = ε, of the
+    constant-G model's.
 
     Parameters
     ----------
