@@ -21,6 +21,7 @@ from kvattn.pldr import (
     PowerLawGraph,
     RotaryEmbedding,
     constant_g_from,
+    generation_mode_loss,
     iswiglu,
     published_110m_config,
 )
@@ -663,6 +664,93 @@ def test_kv_cache_with_deep_block_density_is_not_exact():
     prompt = rand_ids(2, 6)
     none = model.generate(prompt, 20, cache="none")
     assert _incremental_vs_prefix_pass(model, none, 6) > 1e-3
+
+
+def _full_pass_loss(model, ids: torch.Tensor) -> float:
+    """The training loop's loss: one forward pass over the inputs, pad targets (id 0) left out."""
+    with torch.no_grad():
+        logits = model(ids[:, :-1]).logits
+    return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten(), ignore_index=0).item()
+
+
+@pytest.mark.parametrize(
+    "cls, overrides",
+    [(GPT, {"num_hidden_layers": 2}), (PLDRLLM, {"density": "prefix", "num_hidden_layers": 2})],
+)
+def test_generation_mode_loss_equals_full_pass_for_causal_models(cls, overrides):
+    model = make(cls, **overrides)
+    ids = rand_ids(3, 13)
+    ids[0, 5] = 0  # a pad id: left out as a target and masked as a key, in both losses
+    loss = generation_mode_loss(model, ids)
+    assert 3.0 < loss < 7.0  # an untrained model over 128 tokens: near log(128) = 4.85
+    # the cross-entropy is taken in float32 (as in training), so equal to float32 rounding
+    assert loss == pytest.approx(_full_pass_loss(model, ids), rel=1e-6)
+
+
+def test_generation_mode_loss_is_the_loss_of_rerunning_each_prefix():
+    """Block density, 2 layers: each target's loss from a separate full pass over its prefix."""
+    model = make(num_hidden_layers=2)
+    ids = rand_ids(2, 5)
+    with torch.no_grad():
+        per_target = [
+            F.cross_entropy(model(ids[:, : t + 1]).logits[:, -1], ids[:, t + 1], reduction="none")
+            for t in range(ids.shape[1] - 1)
+        ]
+    expected = torch.stack(per_target).mean().item()
+    assert generation_mode_loss(model, ids) == pytest.approx(expected, rel=1e-6)
+
+
+def test_generation_mode_loss_differs_from_full_pass_with_block_density():
+    """A full pass lets the block density see later tokens; generation does not."""
+    model = make(num_hidden_layers=2)
+    ids = rand_ids(3, 13)
+    assert abs(generation_mode_loss(model, ids) - _full_pass_loss(model, ids)) > 1e-3
+
+
+def test_generation_mode_loss_differs_from_full_pass_for_pldr_tiny():
+    """The shipped block-density model on real text (chapter 8 reports the difference)."""
+    from kvattn.checkpoint import load_pretrained
+    from kvattn.data import blocks, load_text, shipped
+    from kvattn.generate import load_tokenizer
+
+    model = load_pretrained(shipped("pldr_tiny"))
+    text = load_text("pydoc", max_chars=20_000)
+    ids = torch.tensor(load_tokenizer(shipped("pldr_tiny")).encode(text))
+    val = blocks(ids, model.config.max_position_embeddings)[:2]
+    full, causal = _full_pass_loss(model, val), generation_mode_loss(model, val)
+    assert 1.0 < causal < 8.0
+    assert abs(causal - full) > 1e-4
+
+
+def test_generation_mode_loss_checks_its_arguments():
+    model = make()
+    with pytest.raises(TypeError, match="model must be a PLDRLLM or GPT, got Linear"):
+        generation_mode_loss(torch.nn.Linear(2, 2), rand_ids(1, 4))
+    with pytest.raises(TypeError, match=r"ids must be an int64 .* got torch.float32"):
+        generation_mode_loss(model, rand_ids(1, 4).float())
+    with pytest.raises(ValueError, match=r"S \+ 1\) with S >= 1 .* got \(2, 1\)"):
+        generation_mode_loss(model, rand_ids(2, 1))
+    with pytest.raises(ValueError, match=r"got \(4,\)"):
+        generation_mode_loss(model, rand_ids(1, 4)[0])
+    with pytest.raises(ValueError, match=f"exceeds max_position_embeddings = {MAXPOS}"):
+        generation_mode_loss(model, rand_ids(1, MAXPOS + 2))
+    last_out_of_range = rand_ids(1, 4)
+    last_out_of_range[0, -1] = V
+    with pytest.raises(ValueError, match=f"token ids must lie in \\[0, {V}\\)"):
+        generation_mode_loss(model, last_out_of_range)
+    all_pad = torch.tensor([[5, 0, 0, 0]])
+    with pytest.raises(ValueError, match="every target is pad_token_id = 0"):
+        generation_mode_loss(model, all_pad)
+    model.train()
+    generation_mode_loss(model, rand_ids(1, 4))
+    assert model.training  # the mode it had
+
+
+@CUDA
+def test_generation_mode_loss_rejects_ids_on_another_device():
+    model = make().cuda()
+    with pytest.raises(ValueError, match="ids are on cpu, the model on cuda"):
+        generation_mode_loss(model, rand_ids(1, 4))
 
 
 def test_use_cache_flag_selects_the_mode():

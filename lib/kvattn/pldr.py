@@ -953,6 +953,76 @@ class DecoderLM(nn.Module):
         )
 
 
+@torch.no_grad()
+def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
+    """Mean next-token cross-entropy, in nats per token, when every position sees only its prefix.
+
+    ``ids [B, S + 1]`` (int64 or int32, on the model's device) holds blocks as
+    :func:`kvattn.data.blocks` cuts them: inputs ``ids[:, :-1]``, targets ``ids[:, 1:]``, with
+    S <= ``max_position_embeddings``. The logits for target t are the last logits of a full pass
+    over ``ids[:, :t + 1]``: what decoding mode ``"none"`` of :meth:`DecoderLM.generate`
+    computes for the token after that prefix, so this is the loss of a decoder teacher-forced one
+    token at a time. As in the training loss (:func:`kvattn.train.lm_cross_entropy`), targets
+    equal to ``pad_token_id`` are left out and pad ids are masked as keys.
+
+    For a causal model (GPT, a constant-G model, ``density="prefix"``) it equals the full-pass
+    loss ``lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])`` up to float32 rounding
+    (both take the cross-entropy in float32, as training does). The published block density
+    sums over the whole block (pldr-spec §1.2), so in a full pass every position's G_LM is built
+    with later tokens too; the full-pass loss, which the reference's training and validation
+    report, then differs from the loss of generation, which this gives.
+    The ``"kv"`` cache would be cheaper, but with the block density and more than one layer it is
+    not exact (see :meth:`DecoderLM.generate`), so every prefix is recomputed: S passes of
+    lengths 1 to S, each batched over B, about S/2 times the work of one full pass. The model
+    runs in eval mode and gets its mode back.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a :class:`DecoderLM`; ``ids`` is not an int64/int32 tensor.
+    ValueError
+        ``ids`` not of shape ``[B >= 1, S + 1]`` with 1 <= S <= ``max_position_embeddings``;
+        ids outside [0, vocab_size); ``ids`` on another device than the model; no target that
+        is not padding.
+    """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
+    if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
+        got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
+        raise TypeError(f"ids must be an int64 (or int32) tensor of token ids, got {got}")
+    if ids.ndim != 2 or ids.shape[0] < 1 or ids.shape[1] < 2:
+        raise ValueError(
+            "ids must have shape (batch >= 1, S + 1) with S >= 1 (inputs, then the last "
+            f"target), got {tuple(ids.shape)}"
+        )
+    device = next(model.parameters()).device
+    if ids.device != device:
+        raise ValueError(f"ids are on {ids.device}, the model on {device}")
+    # The inputs' length and values; the targets are the inputs shifted by one, plus the last id.
+    model._check_inputs(ids[:, :-1], None, 0)
+    model._check_inputs(ids[:, -1:], None, 0)
+    targets = ids[:, 1:]
+    if bool((targets == model.config.pad_token_id).all()):
+        raise ValueError(
+            f"every target is pad_token_id = {model.config.pad_token_id}: no loss to average"
+        )
+    from .train import lm_cross_entropy  # lazy: pldr is imported without the training stack
+
+    was_training = model.training
+    model.eval()
+    try:
+        logits = []
+        for t in range(targets.shape[1]):
+            prefix = ids[:, : t + 1]
+            padding = model._default_padding(prefix, None)
+            logits.append(model._forward(prefix, padding, None, None, False).logits[:, -1])
+        return float(
+            lm_cross_entropy(torch.stack(logits, dim=1), targets, model.config.pad_token_id)
+        )
+    finally:
+        model.train(was_training)
+
+
 #: The smallest sampling temperature, the smallest normal float32 (the sampler's precision).
 MIN_TEMPERATURE = torch.finfo(torch.float32).tiny
 
