@@ -3,6 +3,7 @@ its explanation, and their references agree with independent implementations."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import threading
@@ -122,7 +123,7 @@ def test_modifying_an_input_list_is_refused():
 
 
 def test_changes_inside_nested_inputs_are_found():
-    first_change = exercises._first_change
+    first_change = exercises._checker._first_change
     before = {"w": [torch.zeros(2), 1.0], "n": 3}
     same = {"w": [torch.zeros(2), 1.0], "n": 3}
     assert first_change(before, same, "argument 1") is None
@@ -371,3 +372,15 @@ def test_float32_solutions_pass_at_float32_tolerance_and_half_precision_is_refus
         check("kv_memory", lambda x, K, V: (x.float() @ K.float().T) @ V.float())
     with pytest.raises(ExerciseFailed, match=r"torch\.bfloat16, too coarse"):
         check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).bfloat16())
+
+
+def test_register_refuses_duplicates_and_non_exercises_without_adding_any():
+    before = list(EXERCISES)
+    fresh = exercises.Exercise("a_new_one", 12, "a_new_one(x)", "", abs, lambda g: [])
+    with pytest.raises(ValueError, match=r"'kv_memory' \(chapter 12\) is already registered \(ch"):
+        exercises._checker.register(fresh, dataclasses.replace(fresh, name="kv_memory", chapter=12))
+    with pytest.raises(ValueError, match=r"'a_new_one' \(chapter 12\) is already registered"):
+        exercises._checker.register(fresh, fresh)
+    with pytest.raises(TypeError, match="register takes Exercise records, got dict"):
+        exercises._checker.register(fresh, {"name": "x"})
+    assert list(EXERCISES) == before
