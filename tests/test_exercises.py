@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import diagnostics, exercises, mlp, pldr
+from kvattn import diagnostics, exercises, mlp, pldr, symmetry
 from kvattn.exercises import EXERCISES, ExerciseFailed, check
 
 MISTAKES = [(name, i) for name, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
@@ -384,3 +384,67 @@ def test_register_refuses_duplicates_and_non_exercises_without_adding_any():
     with pytest.raises(TypeError, match="register takes Exercise records, got dict"):
         exercises._checker.register(fresh, {"name": "x"})
     assert list(EXERCISES) == before
+
+
+# -- the Part I capstone ------------------------------------------------------------------------
+
+
+def _slot_loop_layer(W_q, W_k, W_v, act):
+    """A reader's gated_from_slots written literally as the sum over slots."""
+
+    def layer(x):
+        return sum(
+            act(x @ q)[..., None] * (x @ k)[..., None] * v
+            for q, k, v in zip(W_q, W_k, W_v, strict=True)
+        )
+
+    return layer
+
+
+def test_gated_from_slots_accepts_a_slot_by_slot_layer_and_wants_a_function():
+    assert check("gated_from_slots", _slot_loop_layer).n_cases == 4
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"expected a function \(the layer, to be called on tensor of shape \(4, 5\)\), got "
+        r"tensor of shape \(7, 5\)",
+    ):
+        check("gated_from_slots", lambda W_q, W_k, W_v, act: W_q)
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"case 'SiLU \(SwiGLU\), 4 tokens': the function yours returned raised RuntimeError",
+    ):
+        check("gated_from_slots", lambda W_q, W_k, W_v, act: lambda x: x @ W_q)
+
+
+def test_symmetry_breaking_reference_zero_where_a_symmetry_holds():
+    ex = EXERCISES["symmetry_breaking"]
+    got = {c.label: ex.reference(*c.args) for c in ex.cases(torch.Generator().manual_seed(0))}
+    exchange, scale = got["symmetric rank-1 σ((x·q)(x·k)), SiLU, α = 3"]
+    assert exchange == 0.0 and scale < 1e-25
+    exchange, scale = got["ReGLU, α = 0.5 (ReLU is positively homogeneous)"]
+    assert exchange > 0.1 and scale < 1e-25
+    exchange, scale = got["SwiGLU, α = 2"]
+    assert exchange > 0.1 and scale > 0.01
+
+    # A reader who rebuilds the layer rather than calling kvattn.symmetry agrees with it.
+    def rebuilds(build, W_q, W_k, W_v, act, x, alpha):
+        y = build(W_q, W_k, W_v, act)(x)
+        swapped, scaled = build(W_k, W_q, W_v, act)(x), build(alpha * W_q, W_k / alpha, W_v, act)(x)
+        return tuple(float(((z - y) ** 2).sum() / (y**2).sum()) for z in (swapped, scaled))
+
+    assert check("symmetry_breaking", rebuilds).n_cases == 5
+
+
+def test_symmetry_breaking_on_one_slot_estimates_the_population_violations():
+    """One slot with q = e1, k = e2, v = 1 on x ~ N(0, I₂): the layer's relative violations are
+    Monte Carlo estimates of kvattn.symmetry's E[(σ(a)b − σ(b)a)²]/E[(σ(a)b)²] and its scale
+    analogue (a, b independent standard normals)."""
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(400_000, 2, generator=gen, dtype=torch.float64)
+    eye = torch.eye(2, dtype=torch.float64)
+    build = exercises.ch04._gated_layer
+    exchange, scale = EXERCISES["symmetry_breaking"].reference(
+        build, eye[:1], eye[1:], torch.ones(1, 1, dtype=torch.float64), F.silu, x, 2.0
+    )
+    assert exchange == pytest.approx(symmetry.exchange_violation("silu"), rel=0.02)
+    assert scale == pytest.approx(symmetry.scale_violation("silu", 2.0), rel=0.02)

@@ -19,10 +19,13 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True)
 class Case:
-    """One input to an exercise: a label for messages, positional arguments."""
+    """One input to an exercise: a label for messages, positional arguments, and for an exercise
+    whose answer is itself a function (a layer built from weights), the arguments ``apply_to``
+    that :func:`check` calls the returned function with before comparing."""
 
     label: str
     args: tuple
+    apply_to: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class Exercise:
     ``signature`` and ``task`` are what :func:`describe` prints; ``cases(gen)`` builds the inputs
     from a seeded generator; ``reference`` gives the right answer; ``mistakes`` are wrong
     variants used to explain a failure. Tolerances are for ``torch.allclose`` in float64.
+    ``outputs`` names the elements of a tuple result (the stages of a pipeline, in order), so that
+    a failure names the first stage that differs.
     """
 
     name: str
@@ -52,6 +57,7 @@ class Exercise:
     mistakes: tuple[Mistake, ...] = ()
     rtol: float = 1e-6
     atol: float = 1e-9
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,11 @@ def _as_number(x: object) -> float | None:
 
 
 def _difference(
-    expected: object, got: object, rtol: float, atol: float
+    expected: object, got: object, rtol: float, atol: float, names: tuple[str, ...] = ()
 ) -> tuple[str | None, float]:
-    """(None, largest difference) when ``got`` matches ``expected``; else (reason, inf)."""
+    """(None, largest difference) when ``got`` matches ``expected``; else (reason, inf).
+    ``names`` label the elements of a tuple (stages, in order): the reason names the first stage
+    that differs and the ones before it that agree."""
     if isinstance(expected, tuple):
         if not isinstance(got, tuple | list) or len(got) != len(expected):
             return (
@@ -144,7 +152,10 @@ def _difference(
         for i, (e, g) in enumerate(zip(expected, got, strict=True)):
             reason, diff = _difference(e, g, rtol, atol)
             if reason is not None:
-                return f"element {i} of the tuple: {reason}", math.inf
+                if not names:
+                    return f"element {i} of the tuple: {reason}", math.inf
+                agree = f"; {', '.join(names[:i])} agree" if i else ""
+                return f"stage '{names[i]}' is the first that differs{agree}: {reason}", math.inf
             worst = max(worst, diff)
         return None, worst
     if isinstance(expected, Tensor) and expected.ndim > 0:
@@ -354,6 +365,29 @@ def _generic_hint(expected: object, got: object) -> str | None:
     return None
 
 
+def _describe_args(args: tuple) -> str:
+    return ", ".join(_describe_value(a) for a in args)
+
+
+def _run(
+    fn: Callable, args: tuple, time_limit: float | None, where: str, inputs: str, returned: bool
+) -> object:
+    """``fn(*args)`` under the time limit; the reader's exception or time-out becomes an
+    :class:`ExerciseFailed` naming the case (``where``) and, when ``returned``, that the function
+    the reader's function returned was the one that failed."""
+    who = "the function yours returned" if returned else "your function"
+    try:
+        return _call_with_time_limit(fn, args, time_limit)
+    except _TimeUp:
+        raise ExerciseFailed(
+            f"{where}: {who} did not return within {time_limit:g} s (check's time_limit); an "
+            f"endless loop, or a wait for something that never comes?\n{inputs}"
+        ) from None
+    except Exception as error:  # the reader's bug, reported with the case that caused it
+        where = f"{where}: {who}" if returned else where
+        raise ExerciseFailed(f"{where} raised {type(error).__name__}: {error}\n{inputs}") from error
+
+
 def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed:
     """Run exercise ``name`` against the reader's ``fn`` on every case.
 
@@ -396,21 +430,10 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
     cases = ex.cases(torch.Generator().manual_seed(0))
     worst = 0.0
     for case in cases:
-        inputs = f"inputs: {', '.join(_describe_value(a) for a in case.args)}"
+        inputs = f"inputs: {_describe_args(case.args)}"
         expected = ex.reference(*copy.deepcopy(case.args))
         args = copy.deepcopy(case.args)
-        try:
-            got = _call_with_time_limit(fn, args, time_limit)
-        except _TimeUp:
-            raise ExerciseFailed(
-                f"{name}: case '{case.label}': your function did not return within "
-                f"{time_limit:g} s (check's time_limit); an endless loop, or a wait for something "
-                f"that never comes?\n{inputs}"
-            ) from None
-        except Exception as error:  # the reader's bug, reported with the case that caused it
-            raise ExerciseFailed(
-                f"{name}: case '{case.label}' raised {type(error).__name__}: {error}\n{inputs}"
-            ) from error
+        got = _run(fn, args, time_limit, f"{name}: case '{case.label}'", inputs, returned=False)
         for i, (a, original) in enumerate(zip(args, case.args, strict=True)):
             change = _first_change(original, a, f"argument {i + 1}")
             if change is not None:
@@ -420,7 +443,23 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
                     "(e.g. x + y rather than x += y or x.add_(y), sorted(xs) rather than "
                     f"xs.sort())\n{inputs}"
                 )
-        reason, diff = _difference(expected, got, ex.rtol, ex.atol)
+        if case.apply_to:
+            inputs += f"; your function's result applied to {_describe_args(case.apply_to)}"
+            if not callable(got):
+                raise ExerciseFailed(
+                    f"{name}: case '{case.label}': expected a function (the layer, to be called on "
+                    f"{_describe_args(case.apply_to)}), got {_describe_value(got)}\n{inputs}"
+                )
+            expected = expected(*copy.deepcopy(case.apply_to))
+            got = _run(
+                got,
+                copy.deepcopy(case.apply_to),
+                time_limit,
+                f"{name}: case '{case.label}'",
+                inputs,
+                returned=True,
+            )
+        reason, diff = _difference(expected, got, ex.rtol, ex.atol, ex.outputs)
         if reason is None:
             worst = max(worst, diff)
             continue
@@ -428,6 +467,8 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
         for mistake in ex.mistakes:
             try:
                 wrong = mistake.fn(*copy.deepcopy(case.args))
+                if case.apply_to:
+                    wrong = wrong(*copy.deepcopy(case.apply_to))
             except Exception:  # a mistake that cannot run on this case cannot be the diagnosis
                 continue
             if _difference(wrong, got, 1e-6, 1e-9)[0] is None:

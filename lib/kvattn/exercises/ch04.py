@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
+from .. import mlp, symmetry
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
@@ -39,6 +42,104 @@ def _conserved_cases(gen):
         Case("random", (randn(gen, 6, 4), randn(gen, 6, 4))),
         Case("rank-r slots (m, r, d)", (randn(gen, 5, 2, 4), randn(gen, 5, 2, 4))),
         Case("balanced: W_q = W_k", ((lambda w: (w, w.clone()))(randn(gen, 3, 4)))),
+    ]
+
+
+# The Part I capstone: the gated MLP built slot by slot, then its symmetry breaking measured.
+
+_VARIANT = {F.silu: "swiglu", F.relu: "reglu", F.gelu: "geglu", torch.sigmoid: "glu"}
+
+
+def _with_weights(layer: mlp.SlotMLP, W_q, W_k, W_v) -> mlp.SlotMLP:
+    layer = layer.double().requires_grad_(False)
+    layer.W_q.copy_(W_q)
+    layer.W_k.copy_(W_k)
+    layer.W_v.copy_(W_v)
+    return layer
+
+
+def _gated_layer(W_q, W_k, W_v, act):
+    """The course's GatedMLP holding these slot weights (the reference the reader rebuilds)."""
+    m, d = W_q.shape
+    return _with_weights(mlp.GatedMLP(d, m, W_v.shape[1], _VARIANT[act]), W_q, W_k, W_v)
+
+
+def _symmetric_layer(W_q, W_k, W_v, act):
+    m, d = W_q.shape
+    return _with_weights(mlp.SymmetricRank1Bilinear(d, m, W_v.shape[1], act), W_q, W_k, W_v)
+
+
+def _slot_weights(gen, d: int, m: int, d_out: int) -> tuple:
+    return tuple(randn(gen, *shape) / math.sqrt(d) for shape in ((m, d), (m, d), (m, d_out)))
+
+
+def _gated_from_slots_cases(gen):
+    d, m = 5, 7
+    return [
+        Case(label, (*_slot_weights(gen, d, m, d_out), act), apply_to=(randn(gen, *x_shape),))
+        for label, act, d_out, x_shape in (
+            ("SiLU (SwiGLU), 4 tokens", F.silu, d, (4, d)),
+            ("ReLU (ReGLU), one token, d_out ≠ d", F.relu, 3, (1, d)),
+            ("GELU (GEGLU), batch axis", F.gelu, 2, (2, 3, d)),
+            ("sigmoid (GLU), 6 tokens", torch.sigmoid, d, (6, d)),
+        )
+    ]
+
+
+def _slot_sum(W_q, W_k, W_v, act, where: str):
+    """Σ_j (coefficient of slot j) v_j with the activation on the query factor, the key factor
+    or the product: the listed wrong places for σ."""
+
+    def layer(x):
+        a, b = x @ W_q.T, x @ W_k.T
+        coefficients = {"key": a * act(b), "product": act(a * b), "none": a * b}[where]
+        return coefficients @ W_v
+
+    return layer
+
+
+def _violations(build, W_q, W_k, W_v, act, x, alpha):
+    layer = build(W_q, W_k, W_v, act)
+    y = layer(x)
+
+    def relative(z):
+        return float(((z - y) ** 2).sum() / (y**2).sum())
+
+    return relative(symmetry.swap_qk(layer)(x)), relative(symmetry.rescale(layer, alpha)(x))
+
+
+def _violation_variant(build, W_q, W_k, W_v, act, x, alpha, how: str):
+    """The listed wrong measurements of (exchange, scale)."""
+    y = build(W_q, W_k, W_v, act)(x)
+    swapped = build(W_k, W_k if how == "query only" else W_q, W_v, act)(x)
+    k_scale = alpha if how == "same direction" else 1 / alpha
+    scaled = build(alpha * W_q, W_k * k_scale, W_v, act)(x)
+
+    def relative(z):
+        if how == "unnormalised":
+            return float(((z - y) ** 2).sum())
+        if how == "by the transformed":
+            return float(((z - y) ** 2).sum() / (z**2).sum())
+        if how == "norms":
+            return float((z - y).norm() / y.norm())
+        if how == "per token":
+            return float((((z - y) ** 2).sum(-1) / (y**2).sum(-1)).mean())
+        return float(((z - y) ** 2).sum() / (y**2).sum())
+
+    return relative(swapped), relative(scaled)
+
+
+def _symmetry_breaking_cases(gen):
+    d, m = 5, 7
+    return [
+        Case(label, (build, *_slot_weights(gen, d, m, d), act, randn(gen, *x_shape), alpha))
+        for label, build, act, x_shape, alpha in (
+            ("SwiGLU, α = 2", _gated_layer, F.silu, (8, d), 2.0),
+            ("ReGLU, α = 0.5 (ReLU is positively homogeneous)", _gated_layer, F.relu, (8, d), 0.5),
+            ("ReGLU, α = −1", _gated_layer, F.relu, (8, d), -1.0),
+            ("symmetric rank-1 σ((x·q)(x·k)), SiLU, α = 3", _symmetric_layer, F.silu, (8, d), 3.0),
+            ("GEGLU, batch axis, α = 0.3", _gated_layer, F.gelu, (2, 4, d), 0.3),
+        )
     ]
 
 
@@ -102,6 +203,79 @@ register(
             Mistake(
                 "summed over the wrong axis: one value per slot j (rows), not per coordinate.",
                 lambda Wq, Wk: Wq.pow(2).sum(0) - Wk.pow(2).sum(0),
+            ),
+        ),
+    ),
+    Exercise(
+        "gated_from_slots",
+        4,
+        "gated_from_slots(W_q, W_k, W_v, act) -> Callable[[Tensor], Tensor]",
+        "Part I capstone, step 1. Build the gated MLP from its slots: return a function layer(x) "
+        "= Σ_j σ(x·q_j)(x·k_j) v_j, the rank-1 bilinear attention over memory slots with σ moved "
+        "onto the query factor. W_q, W_k (m, d) hold q_j, k_j as rows, W_v (m, d_out) holds v_j; "
+        "act is σ (a function on tensors); layer maps x (..., d) to (..., d_out). The checker "
+        "calls your layer and compares it with kvattn.mlp.GatedMLP holding the same weights.",
+        _gated_layer,
+        _gated_from_slots_cases,
+        (
+            Mistake(
+                "σ on the key factor, (x·q_j)σ(x·k_j): the gate is σ(x·q_j), on the query "
+                "(GatedMLP's W_q is the gate projection).",
+                lambda Wq, Wk, Wv, act: _slot_sum(Wq, Wk, Wv, act, "key"),
+            ),
+            Mistake(
+                "σ on the whole score, σ((x·q_j)(x·k_j)): that is the symmetric rank-1 form "
+                "(before the symmetry is broken); the gated MLP moves σ onto the query factor.",
+                lambda Wq, Wk, Wv, act: _slot_sum(Wq, Wk, Wv, act, "product"),
+            ),
+            Mistake(
+                "no activation, (x·q_j)(x·k_j): that is the bilinear layer (σ = identity); "
+                "apply σ to x·q_j.",
+                lambda Wq, Wk, Wv, act: _slot_sum(Wq, Wk, Wv, act, "none"),
+            ),
+        ),
+    ),
+    Exercise(
+        "symmetry_breaking",
+        4,
+        "symmetry_breaking(build, W_q, W_k, W_v, act, x, alpha) -> tuple[float, float]",
+        "Part I capstone, step 2. Measure the two broken symmetries of the layer "
+        "f = build(W_q, W_k, W_v, act) (build has gated_from_slots' signature) on the inputs "
+        "x (..., d): return (exchange, scale), the relative violations ‖f'(x) − f(x)‖² / "
+        "‖f(x)‖² (sums over every token and output coordinate) where f' swaps the queries and "
+        "keys (q_j ↔ k_j) for exchange, and maps q_j → α q_j, k_j → k_j / α for scale. Both "
+        "are 0 for a symmetric layer. The checker compares with kvattn.symmetry.swap_qk and "
+        "rescale on the course's layers.",
+        _violations,
+        _symmetry_breaking_cases,
+        (
+            Mistake(
+                "k_j multiplied by α as well: the inverse-scale map is q_j → α q_j, k_j → k_j/α "
+                "(the product (x·q_j)(x·k_j) is then unchanged).",
+                lambda *a: _violation_variant(*a, how="same direction"),
+            ),
+            Mistake(
+                "the exchange replaces only the queries (q_j → k_j, keys kept): swap both, "
+                "build(W_k, W_q, …).",
+                lambda *a: _violation_variant(*a, how="query only"),
+            ),
+            Mistake(
+                "not normalised: divide the squared difference by ‖f(x)‖².",
+                lambda *a: _violation_variant(*a, how="unnormalised"),
+            ),
+            Mistake(
+                "normalised by the transformed layer's output ‖f'(x)‖²; divide by the original "
+                "‖f(x)‖².",
+                lambda *a: _violation_variant(*a, how="by the transformed"),
+            ),
+            Mistake(
+                "a ratio of norms ‖f' − f‖ / ‖f‖; the violation is the ratio of squared norms.",
+                lambda *a: _violation_variant(*a, how="norms"),
+            ),
+            Mistake(
+                "the mean of per-token ratios; sum the squared differences over every token, "
+                "then divide by the sum of ‖f(x)‖² over every token.",
+                lambda *a: _violation_variant(*a, how="per token"),
             ),
         ),
     ),
