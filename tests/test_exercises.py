@@ -24,7 +24,13 @@ def test_at_least_three_exercises_in_every_chapter():
     counts = Counter(ex.chapter for ex in EXERCISES.values())
     assert sorted(counts) == list(range(1, 12))
     assert min(counts.values()) >= 3
-    assert exercises.chapter_exercises(7) == ["density", "iswiglu", "power_law_G", "perron_pair"]
+    assert exercises.chapter_exercises(7) == [
+        "density",
+        "iswiglu",
+        "power_law_G",
+        "perron_pair",
+        "plga_head",
+    ]
 
 
 @pytest.mark.parametrize("name", EXERCISES)
@@ -448,3 +454,58 @@ def test_symmetry_breaking_on_one_slot_estimates_the_population_violations():
     )
     assert exchange == pytest.approx(symmetry.exchange_violation("silu"), rel=0.02)
     assert scale == pytest.approx(symmetry.scale_violation("silu", 2.0), rel=0.02)
+
+
+# -- the Part II capstone ----------------------------------------------------------------------
+
+
+def test_plga_head_reference_is_the_shipped_models_own_head():
+    """The reference agrees with PLDRLLM's deductive tensors (float64) for every layer and head,
+    and y = E v is the head's slice of the attention output before the output projection."""
+    from kvattn.exercises import ch07
+
+    model = ch07.shipped_model()
+    ids = torch.tensor([[5, 17, 300, 42, 9, 1000, 77, 8]])
+    out = model(ids, output_pldr_attentions=True).pldr_attentions
+    captured = {}
+    for layer in range(model.config.num_hidden_layers):
+        attn = model.decoder.dec_layers[layer].mha1
+        handle = attn.dense.register_forward_pre_hook(lambda m, a: captured.update(y=a[0]))
+        model(ids)
+        handle.remove()
+        for head in range(model.config.num_attention_heads):
+            got = EXERCISES["plga_head"].reference(*ch07.shipped_head(model, ids, layer, head))
+            t = out[layer]
+            expected = [getattr(t, n)[0, head] for n in ("A0", "A", "A_LM", "A_P", "G_LM", "E")]
+            d_k = model.config.d_k
+            expected.append(captured["y"][0, :, head * d_k : (head + 1) * d_k])
+            for name, g, e in zip(EXERCISES["plga_head"].outputs, got, expected, strict=True):
+                torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_plga_head_names_the_first_broken_stage():
+    reference = EXERCISES["plga_head"].reference
+
+    def wrong_power(q, k, v, weights):
+        A0, A, A_LM = reference(q, k, v, weights)[:3]
+        A_P = A_LM.pow(1.5 * weights["P"])  # carried on into G_LM, E and y
+        G_LM = weights["a"] @ A_P + weights["b_a"]
+        E = torch.softmax(
+            (q @ G_LM @ k.T / k.shape[-1] ** 0.5).masked_fill(
+                ~torch.ones(len(q), len(q), dtype=torch.bool).tril(), -math.inf
+            ),
+            -1,
+        )
+        return A0, A, A_LM, A_P, G_LM, E, E @ v
+
+    with pytest.raises(ExerciseFailed) as info:
+        check("plga_head", wrong_power)
+    message = str(info.value)
+    assert message.startswith(
+        "plga_head: case 'pldr_tiny, layer 0, head 0, 22 tokens of Python' fails: stage 'A_P' is "
+        "the first that differs; A0, A, A_LM agree: values differ"
+    )
+    assert "Most likely" not in message
+    with pytest.raises(ExerciseFailed, match=r"stage 'A' is the first that differs; A0 agrees"):
+        check("plga_head", lambda q, k, v, w: (q.T @ q, *reference(q, k, v, w)[:-1])[:7])
+    assert check("plga_head", reference).n_cases == 3

@@ -154,7 +154,7 @@ def _difference(
             if reason is not None:
                 if not names:
                     return f"element {i} of the tuple: {reason}", math.inf
-                agree = f"; {', '.join(names[:i])} agree" if i else ""
+                agree = f"; {', '.join(names[:i])} agree{'s' if i == 1 else ''}" if i else ""
                 return f"stage '{names[i]}' is the first that differs{agree}: {reason}", math.inf
             worst = max(worst, diff)
         return None, worst

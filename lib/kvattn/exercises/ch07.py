@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import math
+
 import torch
 import torch.nn.functional as F
 
 from .. import diagnostics, pldr
-from ._checker import Case, Exercise, Mistake, randn, register
+from ..checkpoint import load_pretrained
+from ..data import shipped
+from ..generate import load_tokenizer
+from ._checker import Case, Exercise, Mistake, causal_mask, randn, register
 
 
 def _density_cases(gen):
@@ -68,6 +74,120 @@ def _perron_cases(gen):
 def _perron(A):
     lam, v = diagnostics.perron_frobenius(A, iterations=10_000, tol=1e-15)
     return float(lam), v
+
+
+# The Part II capstone: one PLGA head from scratch, checked stage by stage against the shipped
+# checkpoint's own deductive tensors.
+
+_STAGES = ("A0", "A", "A_LM", "A_P", "G_LM", "E", "y")
+_PROMPT = "for index, item in enumerate(items):\n    if item is None:\n        continue"
+
+
+def _head_weights(attn: pldr.Attention, head: int) -> dict:
+    """The weights one PLGA head uses, as plain tensors: the metric learner's (shared by the
+    heads; nn.Linear layout, weight (out, in)) and the head's five power-law tensors."""
+
+    def t(x):
+        return x.detach().clone()
+
+    def norm(layer):
+        return {"weight": t(layer.weight), "bias": t(layer.bias)}
+
+    def glu(block):
+        return {
+            f"{name}{i}": t(getattr(getattr(block, f"gluw{i}"), full))
+            for i in (1, 2, 3)
+            for name, full in (("w", "weight"), ("b", "bias"))
+        }
+
+    pg = attn.plgatt_layer
+    return {
+        "layernorm": norm(attn.layernorm1),
+        "units": [
+            {"glus": [glu(b) for b in unit.denseAs], "layernorm": norm(unit.layernormA)}
+            for unit in attn.reslayerAs
+        ],
+        **{name: t(getattr(pg, name)[head]) for name in ("W", "b_W", "P", "a", "b_a")},
+        "eps": attn.cfg.layer_norm_eps,
+    }
+
+
+@torch.no_grad()
+def shipped_head(model: pldr.PLDRLLM, ids: torch.Tensor, layer: int, head: int) -> tuple:
+    """(q, k, v, weights) of one PLGA head of ``model`` on token ids ``(1, S)``: post-RoPE queries
+    and keys and the values, each ``(S, d_k)`` in the model's dtype, and the head's weights (see
+    the ``plga_head`` exercise of chapter 7)."""
+    attn = model.decoder.dec_layers[layer].mha1
+    captured = {}
+    handle = attn.register_forward_pre_hook(lambda module, args: captured.setdefault("x", args[0]))
+    try:
+        model(ids)
+    finally:
+        handle.remove()
+    x, H, d_k = captured["x"], attn.cfg.num_attention_heads, attn.cfg.d_k
+
+    def split(proj):
+        return proj(x).view(1, x.shape[1], H, d_k)
+
+    q, k = attn.rope(split(attn.wq))[0, :, head], attn.rope(split(attn.wk))[0, :, head]
+    return q, k, split(attn.wv)[0, :, head], _head_weights(attn, head)
+
+
+@functools.cache
+def shipped_model() -> pldr.PLDRLLM:
+    """The shipped ``pldr_tiny`` checkpoint in float64 (loaded once per process)."""
+    return load_pretrained(shipped("pldr_tiny")).double().eval().requires_grad_(False)
+
+
+@functools.cache
+def _plga_head_inputs() -> tuple[Case, ...]:
+    model = shipped_model()
+    ids = torch.tensor([load_tokenizer(shipped("pldr_tiny")).encode(_PROMPT)])
+    return tuple(
+        Case(f"pldr_tiny, layer {layer}, head {head}, {prompt.shape[1]} {what}", head_inputs)
+        for layer, head, prompt, what in (
+            (0, 0, ids, "tokens of Python"),
+            (1, 2, ids, "tokens of Python"),
+            (0, 3, ids[:, :1], "token (A0 of rank 1)"),
+        )
+        for head_inputs in [shipped_head(model, prompt, layer, head)]
+    )
+
+
+def _plga_head_cases(_gen):
+    return list(_plga_head_inputs())
+
+
+def _layer_norm(x, norm, eps, axis=-1):
+    x = x.transpose(axis, -1)
+    return F.layer_norm(x, x.shape[-1:], norm["weight"], norm["bias"], eps).transpose(axis, -1)
+
+
+def _glu(x, g):
+    gate = F.silu(F.linear(x, g["w1"], g["b1"]))
+    return F.linear(gate * F.linear(x, g["w2"], g["b2"]), g["w3"], g["b3"])
+
+
+def _plga_head(q, k, v, w, how: str = ""):
+    """One PLGA head (the reference), or with ``how`` one of the listed mistakes."""
+    S, d_k = q.shape
+    A0 = q.T @ q / (S if how == "mean density" else 1)
+    A = _layer_norm(A0, w["layernorm"], w["eps"], axis=-2 if how == "norm columns" else -1)
+    for unit in w["units"]:
+        out = A
+        for g in unit["glus"]:
+            out = _glu(out, g)
+        A = _layer_norm(out if how == "no residual" else out + A, unit["layernorm"], w["eps"])
+    WA = A @ w["W"] if how == "A W" else w["W"] @ A
+    A_LM = pldr.iswiglu(WA + w["b_W"]) + (0.0 if how == "no floor" else pldr.EPSILON_A)
+    A_P = A_LM.pow(w["P"])
+    G_LM = (w["a"] * A_P if how == "elementwise a" else w["a"] @ A_P) + w["b_a"]
+    G = G_LM.T if how == "G transposed" else G_LM
+    scores = q @ G @ k.T / (1.0 if how == "no scale" else math.sqrt(d_k))
+    if how != "no mask":
+        scores = scores.masked_fill(~causal_mask(S), -math.inf)
+    E = scores.softmax(-2 if how == "softmax over queries" else -1)
+    return A0, A, A_LM, A_P, G_LM, E, E @ v
 
 
 register(
@@ -143,5 +263,60 @@ register(
                 lambda A: (lambda lv: (lv[0], lv[1] / lv[1].norm()))(_perron(A)),
             ),
         ),
+    ),
+    Exercise(
+        "plga_head",
+        7,
+        "plga_head(q, k, v, weights) -> tuple of 7 tensors",
+        "Part II capstone. One head of Power Law Graph Attention from its weights and its "
+        "post-RoPE queries, keys and values q, k, v (S, d_k): return (A0, A, A_LM, A_P, G_LM, "
+        "E, y). A0 = qᵀq; A = the metric learner on A0 (LayerNorm over each row with "
+        "weights['layernorm'], then for each unit of weights['units']: its SwiGLU blocks "
+        "w3·(silu(w1·r + b1) ⊙ (w2·r + b2)) + b3 applied to each row r in turn, added to the "
+        "unit's input and LayerNorm-ed with the unit's 'layernorm'; eps weights['eps']; weights "
+        "in nn.Linear layout (out, in)); A_LM = iSwiGLU(W A + b_W) + 1e-9; A_P = A_LM^∘P; "
+        "G_LM = a A_P + b_a; E = causal softmax(q G_LM kᵀ/√d_k) over the keys; y = E v. The "
+        "checker runs the shipped pldr_tiny checkpoint and names the first stage that differs.",
+        _plga_head,
+        _plga_head_cases,
+        tuple(
+            Mistake(explanation, functools.partial(_plga_head, how=how))
+            for how, explanation in (
+                (
+                    "mean density",
+                    "A0 divided by S: the density is the sum Σ_s q_sᵀ q_s, not the mean.",
+                ),
+                (
+                    "norm columns",
+                    "LayerNorm over the columns of A0: it normalises each row (the last axis, "
+                    "d_k features of one row), as nn.LayerNorm(d_k) does.",
+                ),
+                (
+                    "no residual",
+                    "the residual unit without its skip connection: LayerNorm(blocks(A) + A), "
+                    "not LayerNorm(blocks(A)).",
+                ),
+                ("A W", "A W instead of W A: the learned W multiplies A from the left."),
+                (
+                    "no floor",
+                    "no ε floor: A_LM = iSwiGLU(W A + b_W) + 1e-9 keeps every entry positive, "
+                    "so that every power A_LM^P is finite.",
+                ),
+                (
+                    "elementwise a",
+                    "a ⊙ A_P (elementwise): G_LM = a A_P + b_a is a matrix product.",
+                ),
+                ("G transposed", "q G_LMᵀ kᵀ: the score is q G_LM kᵀ (G_LM is not symmetric)."),
+                ("no scale", "no 1/√d_k in the scores: E = softmax(q G_LM kᵀ/√d_k)."),
+                ("no mask", "no causal mask: position i attends to keys j ≤ i only."),
+                (
+                    "softmax over queries",
+                    "softmax over the queries (axis −2): each query's weights over the keys (the "
+                    "last axis) sum to 1.",
+                ),
+            )
+        ),
+        atol=1e-12,
+        outputs=_STAGES,
     ),
 )
