@@ -393,7 +393,10 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
 
     Each case gives ``fn`` fresh copies of its inputs, calls it with a time limit of
     ``time_limit`` seconds (``None``: no limit), checks that the inputs are unchanged (tensors,
-    lists, dicts, nested) and compares the result with the reference.
+    lists, dicts, nested) and compares the result with the reference. Where the case has
+    ``apply_to`` arguments the result must be a function, and what it returns for them is
+    compared; where the exercise names its ``outputs``, a wrong tuple is reported by the first
+    element (stage) that differs.
 
     The time limit uses a SIGALRM timer, so it works where Python can set one: Linux and macOS
     (also in a Jupyter or Colab kernel, whose cells run in the main thread), called from the main
@@ -418,7 +421,8 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
     ExerciseFailed
         On the first case where ``fn`` raises, does not return within the time limit, returns a
         wrong shape, type, dtype or device (a meta tensor, a numpy array, a list, None, …),
-        returns values that differ from the reference, or modifies its inputs. The message names
+        returns values that differ from the reference, or modifies its inputs (or, where a function
+        is the answer, returns something else, or a function that fails). The message names
         the case and, when the output matches a known mistake, explains it.
     """
     if name not in EXERCISES:
