@@ -448,7 +448,7 @@ def test_symmetry_breaking_on_one_slot_estimates_the_population_violations():
     gen = torch.Generator().manual_seed(8)
     x = torch.randn(400_000, 2, generator=gen, dtype=torch.float64)
     eye = torch.eye(2, dtype=torch.float64)
-    build = exercises.ch04._gated_layer
+    build = exercises.ch04.gated_layer
     exchange, scale = EXERCISES["symmetry_breaking"].reference(
         build, eye[:1], eye[1:], torch.ones(1, 1, dtype=torch.float64), F.silu, x, 2.0
     )
@@ -509,3 +509,19 @@ def test_plga_head_names_the_first_broken_stage():
     with pytest.raises(ExerciseFailed, match=r"stage 'A' is the first that differs; A0 agrees"):
         check("plga_head", lambda q, k, v, w: (q.T @ q, *reference(q, k, v, w)[:-1])[:7])
     assert check("plga_head", reference).n_cases == 3
+
+
+def test_shipped_head_refuses_bad_arguments():
+    from kvattn.exercises import ch07
+
+    model = ch07.shipped_model()
+    ids = torch.tensor([[5, 17, 300]])
+    with pytest.raises(ValueError, match=r"layer must be in 0 … 1, got 2"):
+        ch07.shipped_head(model, ids, 2, 0)
+    with pytest.raises(ValueError, match=r"head must be in 0 … 3, got 4"):
+        ch07.shipped_head(model, ids, 0, 4)
+    with pytest.raises(ValueError, match=r"ids must be token ids of shape \(1, S\), got \(3,\)"):
+        ch07.shipped_head(model, ids[0], 0, 0)
+    gpt = pldr.GPT(model.config)
+    with pytest.raises(TypeError, match=r"model must be a PLDRLLM with PLGA attention, got 'sdpa'"):
+        ch07.shipped_head(gpt, ids, 0, 0)

@@ -58,13 +58,14 @@ def _with_weights(layer: mlp.SlotMLP, W_q, W_k, W_v) -> mlp.SlotMLP:
     return layer
 
 
-def _gated_layer(W_q, W_k, W_v, act):
+def gated_layer(W_q, W_k, W_v, act):
     """The course's GatedMLP holding these slot weights (the reference the reader rebuilds)."""
     m, d = W_q.shape
     return _with_weights(mlp.GatedMLP(d, m, W_v.shape[1], _VARIANT[act]), W_q, W_k, W_v)
 
 
-def _symmetric_layer(W_q, W_k, W_v, act):
+def symmetric_layer(W_q, W_k, W_v, act):
+    """The course's SymmetricRank1Bilinear σ((x·q_j)(x·k_j)) holding these slot weights."""
     m, d = W_q.shape
     return _with_weights(mlp.SymmetricRank1Bilinear(d, m, W_v.shape[1], act), W_q, W_k, W_v)
 
@@ -134,11 +135,11 @@ def _symmetry_breaking_cases(gen):
     return [
         Case(label, (build, *_slot_weights(gen, d, m, d), act, randn(gen, *x_shape), alpha))
         for label, build, act, x_shape, alpha in (
-            ("SwiGLU, α = 2", _gated_layer, F.silu, (8, d), 2.0),
-            ("ReGLU, α = 0.5 (ReLU is positively homogeneous)", _gated_layer, F.relu, (8, d), 0.5),
-            ("ReGLU, α = −1", _gated_layer, F.relu, (8, d), -1.0),
-            ("symmetric rank-1 σ((x·q)(x·k)), SiLU, α = 3", _symmetric_layer, F.silu, (8, d), 3.0),
-            ("GEGLU, batch axis, α = 0.3", _gated_layer, F.gelu, (2, 4, d), 0.3),
+            ("SwiGLU, α = 2", gated_layer, F.silu, (8, d), 2.0),
+            ("ReGLU, α = 0.5 (ReLU is positively homogeneous)", gated_layer, F.relu, (8, d), 0.5),
+            ("ReGLU, α = −1", gated_layer, F.relu, (8, d), -1.0),
+            ("symmetric rank-1 σ((x·q)(x·k)), SiLU, α = 3", symmetric_layer, F.silu, (8, d), 3.0),
+            ("GEGLU, batch axis, α = 0.3", gated_layer, F.gelu, (2, 4, d), 0.3),
         )
     ]
 
@@ -215,7 +216,7 @@ register(
         "onto the query factor. W_q, W_k (m, d) hold q_j, k_j as rows, W_v (m, d_out) holds v_j; "
         "act is σ (a function on tensors); layer maps x (..., d) to (..., d_out). The checker "
         "calls your layer and compares it with kvattn.mlp.GatedMLP holding the same weights.",
-        _gated_layer,
+        gated_layer,
         _gated_from_slots_cases,
         (
             Mistake(

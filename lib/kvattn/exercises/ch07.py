@@ -116,8 +116,24 @@ def _head_weights(attn: pldr.Attention, head: int) -> dict:
 def shipped_head(model: pldr.PLDRLLM, ids: torch.Tensor, layer: int, head: int) -> tuple:
     """(q, k, v, weights) of one PLGA head of ``model`` on token ids ``(1, S)``: post-RoPE queries
     and keys and the values, each ``(S, d_k)`` in the model's dtype, and the head's weights (see
-    the ``plga_head`` exercise of chapter 7)."""
-    attn = model.decoder.dec_layers[layer].mha1
+    the ``plga_head`` exercise of chapter 7; the published layout of ``pldr.Attention``).
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLDRLLM (a GPT or constant-G model has no metric learner), or
+        ``layer``/``head`` is not an int.
+    ValueError
+        ``ids`` not of shape ``(1, S)``, or ``layer``/``head`` out of range.
+    """
+    if not isinstance(model, pldr.PLDRLLM) or model.kind != "plga":
+        what = getattr(model, "kind", type(model).__name__)
+        raise TypeError(f"model must be a PLDRLLM with PLGA attention, got {what!r}")
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[0] != 1:
+        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"ids must be token ids of shape (1, S), got {got}")
+    attn = diagnostics._attention(model, layer)
+    diagnostics._index(head, "head", attn.cfg.num_attention_heads)
     captured = {}
     handle = attn.register_forward_pre_hook(lambda module, args: captured.setdefault("x", args[0]))
     try:
