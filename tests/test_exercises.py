@@ -525,3 +525,11 @@ def test_shipped_head_refuses_bad_arguments():
     gpt = pldr.GPT(model.config)
     with pytest.raises(TypeError, match=r"model must be a PLDRLLM with PLGA attention, got 'sdpa'"):
         ch07.shipped_head(gpt, ids, 0, 0)
+
+
+def test_gated_layer_refuses_an_activation_without_a_gated_variant():
+    W = torch.ones(2, 3, dtype=torch.float64)
+    with pytest.raises(
+        ValueError, match=r"act must be F\.silu, F\.relu, F\.gelu or torch\.sigmoid"
+    ):
+        exercises.ch04.gated_layer(W, W, W, torch.tanh)

@@ -59,13 +59,23 @@ def _with_weights(layer: mlp.SlotMLP, W_q, W_k, W_v) -> mlp.SlotMLP:
 
 
 def gated_layer(W_q, W_k, W_v, act):
-    """The course's GatedMLP holding these slot weights (the reference the reader rebuilds)."""
+    """The course's :class:`kvattn.mlp.GatedMLP` (float64) holding these slot weights: W_q, W_k
+    ``(m, d)``, W_v ``(m, d_out)``; ``act`` is ``F.silu``, ``F.relu``, ``F.gelu`` or
+    ``torch.sigmoid`` (SwiGLU, ReGLU, GEGLU, GLU). The reference ``gated_from_slots`` rebuilds.
+
+    Raises ``ValueError`` for any other ``act``.
+    """
+    if act not in _VARIANT:
+        raise ValueError(
+            f"act must be F.silu, F.relu, F.gelu or torch.sigmoid (a GatedMLP variant), got {act!r}"
+        )
     m, d = W_q.shape
     return _with_weights(mlp.GatedMLP(d, m, W_v.shape[1], _VARIANT[act]), W_q, W_k, W_v)
 
 
 def symmetric_layer(W_q, W_k, W_v, act):
-    """The course's SymmetricRank1Bilinear σ((x·q_j)(x·k_j)) holding these slot weights."""
+    """The course's :class:`kvattn.mlp.SymmetricRank1Bilinear` σ((x·q_j)(x·k_j)) (float64)
+    holding these slot weights; shapes as :func:`gated_layer`, ``act`` any activation."""
     m, d = W_q.shape
     return _with_weights(mlp.SymmetricRank1Bilinear(d, m, W_v.shape[1], act), W_q, W_k, W_v)
 
