@@ -3,6 +3,7 @@ its explanation, and their references agree with independent implementations."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import threading
@@ -13,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import diagnostics, exercises, mlp, pldr
+from kvattn import diagnostics, exercises, mlp, pldr, symmetry
 from kvattn.exercises import EXERCISES, ExerciseFailed, check
 
 MISTAKES = [(name, i) for name, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
@@ -23,7 +24,13 @@ def test_at_least_three_exercises_in_every_chapter():
     counts = Counter(ex.chapter for ex in EXERCISES.values())
     assert sorted(counts) == list(range(1, 12))
     assert min(counts.values()) >= 3
-    assert exercises.chapter_exercises(7) == ["density", "iswiglu", "power_law_G", "perron_pair"]
+    assert exercises.chapter_exercises(7) == [
+        "density",
+        "iswiglu",
+        "power_law_G",
+        "perron_pair",
+        "plga_head",
+    ]
 
 
 @pytest.mark.parametrize("name", EXERCISES)
@@ -122,7 +129,7 @@ def test_modifying_an_input_list_is_refused():
 
 
 def test_changes_inside_nested_inputs_are_found():
-    first_change = exercises._first_change
+    first_change = exercises._checker._first_change
     before = {"w": [torch.zeros(2), 1.0], "n": 3}
     same = {"w": [torch.zeros(2), 1.0], "n": 3}
     assert first_change(before, same, "argument 1") is None
@@ -371,3 +378,158 @@ def test_float32_solutions_pass_at_float32_tolerance_and_half_precision_is_refus
         check("kv_memory", lambda x, K, V: (x.float() @ K.float().T) @ V.float())
     with pytest.raises(ExerciseFailed, match=r"torch\.bfloat16, too coarse"):
         check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).bfloat16())
+
+
+def test_register_refuses_duplicates_and_non_exercises_without_adding_any():
+    before = list(EXERCISES)
+    fresh = exercises.Exercise("a_new_one", 12, "a_new_one(x)", "", abs, lambda g: [])
+    with pytest.raises(ValueError, match=r"'kv_memory' \(chapter 12\) is already registered \(ch"):
+        exercises._checker.register(fresh, dataclasses.replace(fresh, name="kv_memory", chapter=12))
+    with pytest.raises(ValueError, match=r"'a_new_one' \(chapter 12\) is already registered"):
+        exercises._checker.register(fresh, fresh)
+    with pytest.raises(TypeError, match="register takes Exercise records, got dict"):
+        exercises._checker.register(fresh, {"name": "x"})
+    assert list(EXERCISES) == before
+
+
+# -- the Part I capstone ------------------------------------------------------------------------
+
+
+def _slot_loop_layer(W_q, W_k, W_v, act):
+    """A reader's gated_from_slots written literally as the sum over slots."""
+
+    def layer(x):
+        return sum(
+            act(x @ q)[..., None] * (x @ k)[..., None] * v
+            for q, k, v in zip(W_q, W_k, W_v, strict=True)
+        )
+
+    return layer
+
+
+def test_gated_from_slots_accepts_a_slot_by_slot_layer_and_wants_a_function():
+    assert check("gated_from_slots", _slot_loop_layer).n_cases == 4
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"expected a function \(the layer, to be called on tensor of shape \(4, 5\)\), got "
+        r"tensor of shape \(7, 5\)",
+    ):
+        check("gated_from_slots", lambda W_q, W_k, W_v, act: W_q)
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"case 'SiLU \(SwiGLU\), 4 tokens': the function yours returned raised RuntimeError",
+    ):
+        check("gated_from_slots", lambda W_q, W_k, W_v, act: lambda x: x @ W_q)
+
+
+def test_symmetry_breaking_reference_zero_where_a_symmetry_holds():
+    ex = EXERCISES["symmetry_breaking"]
+    got = {c.label: ex.reference(*c.args) for c in ex.cases(torch.Generator().manual_seed(0))}
+    exchange, scale = got["symmetric rank-1 σ((x·q)(x·k)), SiLU, α = 3"]
+    assert exchange == 0.0 and scale < 1e-25
+    exchange, scale = got["ReGLU, α = 0.5 (ReLU is positively homogeneous)"]
+    assert exchange > 0.1 and scale < 1e-25
+    exchange, scale = got["SwiGLU, α = 2"]
+    assert exchange > 0.1 and scale > 0.01
+
+    # A reader who rebuilds the layer rather than calling kvattn.symmetry agrees with it.
+    def rebuilds(build, W_q, W_k, W_v, act, x, alpha):
+        y = build(W_q, W_k, W_v, act)(x)
+        swapped, scaled = build(W_k, W_q, W_v, act)(x), build(alpha * W_q, W_k / alpha, W_v, act)(x)
+        return tuple(float(((z - y) ** 2).sum() / (y**2).sum()) for z in (swapped, scaled))
+
+    assert check("symmetry_breaking", rebuilds).n_cases == 5
+
+
+def test_symmetry_breaking_on_one_slot_estimates_the_population_violations():
+    """One slot with q = e1, k = e2, v = 1 on x ~ N(0, I₂): the layer's relative violations are
+    Monte Carlo estimates of kvattn.symmetry's E[(σ(a)b − σ(b)a)²]/E[(σ(a)b)²] and its scale
+    analogue (a, b independent standard normals)."""
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(400_000, 2, generator=gen, dtype=torch.float64)
+    eye = torch.eye(2, dtype=torch.float64)
+    build = exercises.ch04.gated_layer
+    exchange, scale = EXERCISES["symmetry_breaking"].reference(
+        build, eye[:1], eye[1:], torch.ones(1, 1, dtype=torch.float64), F.silu, x, 2.0
+    )
+    assert exchange == pytest.approx(symmetry.exchange_violation("silu"), rel=0.02)
+    assert scale == pytest.approx(symmetry.scale_violation("silu", 2.0), rel=0.02)
+
+
+# -- the Part II capstone ----------------------------------------------------------------------
+
+
+def test_plga_head_reference_is_the_shipped_models_own_head():
+    """The reference agrees with PLDRLLM's deductive tensors (float64) for every layer and head,
+    and y = E v is the head's slice of the attention output before the output projection."""
+    from kvattn.exercises import ch07
+
+    model = ch07.shipped_model()
+    ids = torch.tensor([[5, 17, 300, 42, 9, 1000, 77, 8]])
+    out = model(ids, output_pldr_attentions=True).pldr_attentions
+    captured = {}
+    for layer in range(model.config.num_hidden_layers):
+        attn = model.decoder.dec_layers[layer].mha1
+        handle = attn.dense.register_forward_pre_hook(lambda m, a: captured.update(y=a[0]))
+        model(ids)
+        handle.remove()
+        for head in range(model.config.num_attention_heads):
+            got = EXERCISES["plga_head"].reference(*ch07.shipped_head(model, ids, layer, head))
+            t = out[layer]
+            expected = [getattr(t, n)[0, head] for n in ("A0", "A", "A_LM", "A_P", "G_LM", "E")]
+            d_k = model.config.d_k
+            expected.append(captured["y"][0, :, head * d_k : (head + 1) * d_k])
+            for name, g, e in zip(EXERCISES["plga_head"].outputs, got, expected, strict=True):
+                torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_plga_head_names_the_first_broken_stage():
+    reference = EXERCISES["plga_head"].reference
+
+    def wrong_power(q, k, v, weights):
+        A0, A, A_LM = reference(q, k, v, weights)[:3]
+        A_P = A_LM.pow(1.5 * weights["P"])  # carried on into G_LM, E and y
+        G_LM = weights["a"] @ A_P + weights["b_a"]
+        E = torch.softmax(
+            (q @ G_LM @ k.T / k.shape[-1] ** 0.5).masked_fill(
+                ~torch.ones(len(q), len(q), dtype=torch.bool).tril(), -math.inf
+            ),
+            -1,
+        )
+        return A0, A, A_LM, A_P, G_LM, E, E @ v
+
+    with pytest.raises(ExerciseFailed) as info:
+        check("plga_head", wrong_power)
+    message = str(info.value)
+    assert message.startswith(
+        "plga_head: case 'pldr_tiny, layer 0, head 0, 22 tokens of Python' fails: stage 'A_P' is "
+        "the first that differs; A0, A, A_LM agree: values differ"
+    )
+    assert "Most likely" not in message
+    with pytest.raises(ExerciseFailed, match=r"stage 'A' is the first that differs; A0 agrees"):
+        check("plga_head", lambda q, k, v, w: (q.T @ q, *reference(q, k, v, w)[:-1])[:7])
+    assert check("plga_head", reference).n_cases == 3
+
+
+def test_shipped_head_refuses_bad_arguments():
+    from kvattn.exercises import ch07
+
+    model = ch07.shipped_model()
+    ids = torch.tensor([[5, 17, 300]])
+    with pytest.raises(ValueError, match=r"layer must be in 0 … 1, got 2"):
+        ch07.shipped_head(model, ids, 2, 0)
+    with pytest.raises(ValueError, match=r"head must be in 0 … 3, got 4"):
+        ch07.shipped_head(model, ids, 0, 4)
+    with pytest.raises(ValueError, match=r"ids must be token ids of shape \(1, S\), got \(3,\)"):
+        ch07.shipped_head(model, ids[0], 0, 0)
+    gpt = pldr.GPT(model.config)
+    with pytest.raises(TypeError, match=r"model must be a PLDRLLM with PLGA attention, got 'sdpa'"):
+        ch07.shipped_head(gpt, ids, 0, 0)
+
+
+def test_gated_layer_refuses_an_activation_without_a_gated_variant():
+    W = torch.ones(2, 3, dtype=torch.float64)
+    with pytest.raises(
+        ValueError, match=r"act must be F\.silu, F\.relu, F\.gelu or torch\.sigmoid"
+    ):
+        exercises.ch04.gated_layer(W, W, W, torch.tanh)

@@ -126,8 +126,9 @@ def test_with_expected_fills_only_checked_cells(tmp_path):
 def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
     """Every exercise of kvattn.exercises appears in its chapter: an exercise block naming the
     function, a folded hint, and a folded solution whose code cell runs the checker (so the book
-    build and nbval execute every solution)."""
-    from kvattn.exercises import chapter_exercises
+    build and nbval execute every solution). Other exercise blocks (find-the-bug, derivations)
+    keep the folded layout; a derivation (``:class: derivation``) needs no checker."""
+    from kvattn.exercises import EXERCISES, chapter_exercises
 
     chapter = int(path.name[:2])
     cells = load(path)["cells"]
@@ -145,6 +146,22 @@ def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
         assert f"def {name}(" in sources[i + 1]
         assert sources[i + 1].rstrip().endswith(f'check("{name}", {name})')
         assert sources[i + 2] == "```{solution-end}\n```"
+    # Every other exercise block (a derivation, a find-the-bug) has the same folded layout; its
+    # solution runs a checker unless the block is marked `:class: derivation` (prose, and
+    # optionally a cell that checks the derived identity).
+    for i, statement in enumerate(sources):
+        if not statement.startswith("```{exercise}"):
+            continue
+        label = re.search(r"^:label: (ex-[A-Za-z0-9-]+)$", statement, re.M).group(1)
+        assert ":::{admonition} Hint\n:class: dropdown" in statement, label
+        assert statement.endswith(f"```{{solution-start}} {label}\n:class: dropdown\n```"), label
+        end = sources.index("```{solution-end}\n```", i)
+        solution = [c for c in cells[i + 1 : end] if c["cell_type"] == "code"]
+        assert end > i + 1, f"{label}: empty solution"
+        if "\n:class: derivation\n" not in statement.split("\n```\n")[0]:
+            last = "".join(solution[-1]["source"]).rstrip() if solution else ""
+            checked = re.search(r'\ncheck\("(\w+)", \w+\)$', last)
+            assert checked and checked.group(1) in EXERCISES, f"{label}: no checked solution"
 
 
 @functools.cache

@@ -1,0 +1,132 @@
+"""Exercises of chapter 5, Beyond rank 1: cases, references, mistakes."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import train
+from ..mlp import matched_slots as _matched_slots
+from ..mlp import mlp_cost
+from ._checker import Case, Exercise, Mistake, randn, register
+
+
+def _truncate_cases(gen):
+    return [
+        Case("random, r=2", (randn(gen, 3, 5, 5), 2)),
+        Case("r=1", (randn(gen, 2, 4, 4), 1)),
+        Case("full rank kept", (randn(gen, 2, 3, 3), 3)),
+    ]
+
+
+def _truncate(M, r):
+    U, S, Vh = torch.linalg.svd(M)
+    return (U[..., :r] * S[..., None, :r]) @ Vh[..., :r, :]
+
+
+def _matched(d, m1, r):
+    budget = mlp_cost("key_value", d, m1)[0]  # parameters of the key-value MLP: 2·m1·d
+    return _matched_slots("rank_r", d, budget, rank=r)
+
+
+def _matched_cases(_gen):
+    return [
+        Case("d=64, m1=256, r=1", (64, 256, 1)),
+        Case("d=64, m1=256, r=2", (64, 256, 2)),
+        Case("d=10, m1=7, r=3", (10, 7, 3)),
+        Case("d=128, m1=512, r=4", (128, 512, 4)),
+    ]
+
+
+def _paired_t_cases(gen):
+    a = [float(v) for v in randn(gen, 6)]
+    return [
+        Case(
+            "six seeds",
+            (a, [x + 0.3 + 0.1 * float(e) for x, e in zip(a, randn(gen, 6), strict=True)]),
+        ),
+        Case("two seeds", ([1.0, 2.0], [0.5, 1.8])),
+        Case("b better on every seed", ([3.1, 3.3, 3.2, 3.4], [3.0, 3.25, 3.05, 3.3])),
+    ]
+
+
+register(
+    Exercise(
+        "truncate_rank",
+        5,
+        "truncate_rank(M, r) -> Tensor",
+        "The best rank-r approximation (Frobenius norm) of every matrix in M (..., d, d): "
+        "keep the "
+        "r largest singular values (Eckart–Young).",
+        _truncate,
+        _truncate_cases,
+        (
+            Mistake(
+                "the r smallest singular values were kept; torch.linalg.svd sorts them in "
+                "descending order, so keep the first r.",
+                lambda M, r: (lambda U, S, Vh: (U[..., -r:] * S[..., None, -r:]) @ Vh[..., -r:, :])(
+                    *torch.linalg.svd(M)
+                ),
+            ),
+            Mistake(
+                "the singular values were dropped: M_r = U_r diag(S_r) V_rᵀ.",
+                lambda M, r: (lambda U, S, Vh: U[..., :r] @ Vh[..., :r, :])(*torch.linalg.svd(M)),
+            ),
+        ),
+    ),
+    Exercise(
+        "matched_slots",
+        5,
+        "matched_slots(d, m1, r) -> int",
+        "The most rank-r slots (each: r query and r key vectors of size d, one value vector of "
+        "size d) that fit in the parameter budget 2·m1·d of a key-value MLP with m1 slots.",
+        _matched,
+        _matched_cases,
+        (
+            Mistake(
+                "rounded up: the layer must fit in the budget, so round down (floor).",
+                lambda d, m1, r: math.ceil(2 * m1 * d / ((2 * r + 1) * d)),
+            ),
+            Mistake(
+                "the value vector is not counted: a rank-r slot has (2r + 1)·d parameters.",
+                lambda d, m1, r: (2 * m1 * d) // (2 * r * d),
+            ),
+        ),
+    ),
+    Exercise(
+        "paired_t",
+        5,
+        "paired_t(a, b) -> float",
+        "Student's t for a paired comparison of per-seed results a and b (lists of floats, "
+        "same "
+        "seeds): the mean of a − b over its standard error (sample sd with n − 1, over √n).",
+        lambda a, b: train.paired_difference(a, b).t,
+        _paired_t_cases,
+        (
+            Mistake(
+                "population standard deviation (divide by n); the sample sd divides by n − 1.",
+                lambda a, b: (
+                    lambda d: (
+                        (sum(d) / len(d))
+                        / (
+                            math.sqrt(sum((x - sum(d) / len(d)) ** 2 for x in d) / len(d))
+                            / math.sqrt(len(d))
+                        )
+                    )
+                )([x - y for x, y in zip(a, b, strict=True)]),
+            ),
+            Mistake(
+                "not paired: the seeds pair the runs, so test the differences a_i − b_i, not "
+                "two independent samples.",
+                lambda a, b: (
+                    (sum(a) / len(a) - sum(b) / len(b))
+                    / math.sqrt(
+                        torch.tensor(a).var().item() / len(a)
+                        + torch.tensor(b).var().item() / len(b)
+                    )
+                ),
+            ),
+        ),
+    ),
+)
