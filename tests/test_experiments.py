@@ -87,6 +87,7 @@ def test_a_micro_experiment_runs_the_whole_design(small_text):
     # matched budgets: the four layers' parameter counts differ only by rounding of the width
     counts = list(r.n_parameters.values())
     assert max(counts) - min(counts) < 0.02 * max(counts)
+    assert set(r.lr_at_edge) == set(names)  # a two-rate grid: every choice is at an edge
     (c,) = r.contrasts
     assert c.act == "silu" and c.n == 2
     assert c.mean == pytest.approx(

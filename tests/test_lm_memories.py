@@ -353,3 +353,28 @@ def test_absorb_global_query_needs_a_key_value_layer():
 
     with pytest.raises(TypeError, match="expected a KeyValueMLP"):
         memories.absorb_global_query(GatedMLP(4, 3), torch.eye(4))
+
+
+def test_lift_labels_use_the_fewest_decimals_that_tell_lifts_apart():
+    """Regression (chapter 1, fast mode): five lifts printed as "×1.3" each."""
+    from kvattn.memories import lift_labels
+
+    assert lift_labels([1.2701, 1.2676, 1.31]) == ["×1.270", "×1.268", "×1.310"]
+    assert lift_labels([2.0, 1.5]) == ["×2.0", "×1.5"]
+    assert lift_labels([1.25, 1.25]) == ["×1.2", "×1.2"]  # equal lifts stay equal
+    assert lift_labels([1.000001, 1.000002]) == ["×1.0000", "×1.0000"]  # capped at 4 decimals
+    with pytest.raises(ValueError, match="lifts is empty"):
+        lift_labels([])
+
+
+def test_slot_explorer_labels_each_bar_and_starts_at_uniform():
+    from kvattn import figures
+    from kvattn.memories import SlotReport
+
+    reports = [
+        SlotReport(1, s, [("ctx", "a", "b", 0.5)], [("▁x", 1.2701), ("▁y", 1.2676)]) for s in (0, 1)
+    ]
+    fig = figures.slot_explorer(reports, "Memory slot")
+    bar = fig.data[1]
+    assert list(bar.text) == ["×1.268", "×1.270"]
+    assert fig.layout[bar.xaxis.replace("x", "xaxis")].range[0] == 1.0

@@ -4,7 +4,7 @@ its results as a small JSON file that the chapter reads.
     python tools/run_symmetry_contrast.py                      # the full design (GPU advised)
     python tools/run_symmetry_contrast.py --steps 200 --test-seeds 3 --out /tmp/pilot.json
 
-The full design trains 8 kinds × (3 rates × 2 selection seeds + 10 test seeds) = 128 models of
+The full design trains 8 kinds × (4 rates × 2 selection seeds + 10 test seeds) = 144 models of
 3,000 steps; on one CPU core that is days, on a GPU well under an hour. The output records the
 design, the torch version and the device beside every result, so a reader can tell how it was
 made.
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2])
+    parser.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2, 3e-2])
     parser.add_argument("--select-seeds", type=int, default=2, help="seeds 1000, 1001, ...")
     parser.add_argument("--test-seeds", type=int, default=10, help="seeds 0, 1, ...")
     parser.add_argument("--acts", nargs="+", default=list(experiments.CONTRASTS))
@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             f"n = {c.n}); minimum detectable effect {c.mde:.4f}"
         )
     print(f"late drop of validation loss per kind: {result.late_drop}")
+    if result.lr_at_edge:
+        print(f"warning: the chosen rate is at the edge of the grid for {result.lr_at_edge}")
     print(f"written to {args.out}")
     return 0
 

@@ -86,6 +86,14 @@ class ContrastResult:
     n_parameters: dict[str, int]
     contrasts: list[Contrast] = field(default_factory=list)
 
+    @property
+    def lr_at_edge(self) -> list[str]:
+        """Kinds whose chosen rate is the smallest or largest of the grid: their best rate may
+        lie outside it, and the grid should be widened before their contrast is trusted."""
+        lrs = self.design["lrs"]
+        edges = (min(lrs), max(lrs))
+        return [k for k, lr in self.chosen_lr.items() if len(lrs) > 1 and lr in edges]
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["contrasts"] = [asdict(c) for c in self.contrasts]
@@ -163,7 +171,7 @@ def symmetry_contrast(
     n_heads: int = 4,
     block_size: int = 64,
     steps: int,
-    lrs: Sequence[float] = (1e-3, 3e-3, 1e-2),
+    lrs: Sequence[float] = (1e-3, 3e-3, 1e-2, 3e-2),
     select_seeds: Sequence[int] = (1000, 1001),
     test_seeds: Sequence[int] = tuple(range(8)),
     batch_size: int = 32,

@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 
 from .benchmark import Ratio
 from .diagnostics import DEDUCTIVE, DeductiveProfile, HeadProfile
-from .memories import SlotReport
+from .memories import SlotReport, lift_labels
 from .symmetry import SymmetryProfile
 
 #: One colour per layer kind, the same in every chapter (Okabe-Ito, colour-blind safe).
@@ -479,10 +479,12 @@ def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
             [f"{coef:.2f}" for *_, coef in r.triggers],
         ]
 
-    def bars(r: SlotReport) -> tuple[list[float], list[str]]:
+    def bars(r: SlotReport) -> tuple[list[float], list[str], list[str]]:
+        lifts = [p for _, p in r.value_tokens]
         return (
-            [round(p, 3) for _, p in r.value_tokens][::-1],
+            [round(p, 5) for p in lifts][::-1],
             [f"{t} " for t, _ in r.value_tokens][::-1],
+            lift_labels(lifts)[::-1],
         )
 
     first = reports[0]
@@ -495,8 +497,19 @@ def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
         1,
         1,
     )
-    px, py = bars(first)
-    fig.add_trace(go.Bar(x=px, y=py, orientation="h", marker_color=COLORS["bilinear"]), 1, 2)
+    px, py, pt = bars(first)
+    fig.add_trace(
+        go.Bar(
+            x=px,
+            y=py,
+            text=pt,
+            textposition="inside",
+            orientation="h",
+            marker_color=COLORS["bilinear"],
+        ),
+        1,
+        2,
+    )
 
     def label(r: SlotReport) -> str:
         return f"{title}: layer {r.layer}, slot {r.slot}"
@@ -504,7 +517,10 @@ def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
     fig.frames = [
         go.Frame(
             name=str(r.slot),
-            data=[go.Table(cells=dict(values=cells(r))), go.Bar(x=bars(r)[0], y=bars(r)[1])],
+            data=[
+                go.Table(cells=dict(values=cells(r))),
+                go.Bar(x=bars(r)[0], y=bars(r)[1], text=bars(r)[2]),
+            ],
             traces=[0, 1],
             layout=dict(title_text=label(r)),
         )
@@ -517,7 +533,13 @@ def slot_explorer(reports: Sequence[SlotReport], title: str) -> go.Figure:
         sliders=[slider([str(r.slot) for r in reports], [str(r.slot) for r in reports], "slot ")],
         **LAYOUT,
     )
-    fig.update_xaxes(title_text="probability ÷ uniform", row=1, col=2)
+    # lifts of a small model differ in their second or third decimal: the axis starts at the
+    # uniform level (×1), not at 0, so that the differences show
+    lifts = [p for r in reports for _, p in r.value_tokens]
+    low = min(1.0, 0.98 * min(lifts))
+    fig.update_xaxes(
+        title_text="probability ÷ uniform", range=[low, 1.02 * max(lifts)], row=1, col=2
+    )
     return fig
 
 

@@ -196,6 +196,25 @@ def slot_report(
     return SlotReport(layer, slot, examples, tokens)
 
 
+def lift_labels(lifts: list[float], max_decimals: int = 4) -> list[str]:
+    """Each lift as "×1.27", with the fewest decimals (1 to ``max_decimals``) that tell the given
+    lifts apart: a briefly trained model raises its top tokens by nearly equal factors, which one
+    fixed precision would print as the same number.
+
+    Raises ValueError for an empty list or ``max_decimals`` < 1.
+    """
+    if not lifts:
+        raise ValueError("lifts is empty")
+    if isinstance(max_decimals, bool) or not isinstance(max_decimals, int) or max_decimals < 1:
+        raise ValueError(f"max_decimals must be an int >= 1, got {max_decimals!r}")
+    distinct = len(set(lifts))
+    decimals = next(
+        (n for n in range(1, max_decimals + 1) if len({round(x, n) for x in lifts}) == distinct),
+        max_decimals,
+    )
+    return [f"×{x:.{decimals}f}" for x in lifts]
+
+
 def absorb_global_query(layer: KeyValueMLP, Q: Tensor) -> KeyValueMLP:
     """A key-value layer that computes σ((x Q) W_kᵀ) W_v without Q: its keys are k'_j = Q k_j.
 

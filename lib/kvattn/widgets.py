@@ -32,7 +32,7 @@ from .figures import (
     _require_length,
     _require_number,
 )
-from .memories import Triggers, slot_report
+from .memories import Triggers, lift_labels, slot_report
 from .mlp import SlotMLP, mlp_cost
 from .symmetry import symmetry_profile
 from .train import SeedRuns
@@ -161,7 +161,11 @@ def slot_explorer(
         display(table)
         fig, ax = plt.subplots(figsize=(5, 2.6), dpi=72)
         tokens = [t for t, _ in r.value_tokens][::-1]
-        ax.barh(range(len(tokens)), [p for _, p in r.value_tokens][::-1])
+        lifts = [p for _, p in r.value_tokens][::-1]
+        bars = ax.barh(range(len(tokens)), lifts)
+        ax.bar_label(bars, lift_labels(lifts), padding=2, fontsize=8)
+        # from the uniform level (×1), where a small model's nearly equal lifts differ
+        ax.set_xlim(min(1.0, 0.98 * min(lifts)), 1.08 * max(lifts))
         ax.set_yticks(range(len(tokens)), tokens)
         ax.set(xlabel="probability ÷ uniform", title="value: most raised next tokens")
         fig.tight_layout()
