@@ -241,3 +241,85 @@ def test_bibliography_labels_are_author_year():
         "Su et al. 2021",
         "Breslow n.d.",
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Teaching structure: the same blocks in every chapter (CONTRIBUTING, "Notebooks")
+
+OBJECTIVES = ":::{admonition} After this chapter you can"
+PREDICT = ":::{admonition} Predict before you run the next cell"
+REVEAL = ":::{admonition} What the measurement shows"
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _numbered(text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.match(r"\d+\. ", line)]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_opens_with_learning_objectives(path):
+    """3 to 5 numbered objectives, in the cell right after the title."""
+    cells = load(path)["cells"]
+    second = _source(cells[1])
+    assert cells[1]["cell_type"] == "markdown" and second.startswith(OBJECTIVES), (
+        f"{path.name}: the cell after the title must open with '{OBJECTIVES}'"
+    )
+    assert 3 <= len(_numbered(second)) <= 5, f"{path.name}: 3 to 5 objectives expected"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_ends_with_a_computed_summary_before_its_exercises(path):
+    """A '## Summary' cell, then a hidden-input code cell that displays the summary from the
+    chapter's own values, before '## Exercises'; one numbered item per objective."""
+    cells = load(path)["cells"]
+    heads = [i for i, c in enumerate(cells) if _source(c).startswith("## Summary")]
+    assert len(heads) == 1, f"{path.name}: one '## Summary' cell expected, found {len(heads)}"
+    summary = cells[heads[0] + 1]
+    assert summary["cell_type"] == "code", f"{path.name}: the summary must be computed"
+    assert "hide-input" in summary.get("metadata", {}).get("tags", [])
+    assert "Markdown(" in _source(summary)
+    exercises = [i for i, c in enumerate(cells) if _source(c).startswith("## Exercises")]
+    assert exercises and heads[0] < exercises[0], f"{path.name}: the summary goes before exercises"
+    n_objectives = len(_numbered(_source(cells[1])))
+    n_items = len(re.findall(r'"\d\. \*\*', _source(summary)))
+    assert n_items == n_objectives, f"{path.name}: {n_items} summary items, {n_objectives} goals"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_has_a_prediction_then_its_measurement_then_the_reveal(path):
+    cells = load(path)["cells"]
+    found = 0
+    for i, cell in enumerate(cells[:-2]):
+        if cell["cell_type"] == "markdown" and PREDICT in _source(cell):
+            assert cells[i + 1]["cell_type"] == "code", f"{path.name}: a prediction needs a cell"
+            reveal = _source(cells[i + 2])
+            assert REVEAL in reveal and ":class: dropdown" in reveal, (
+                f"{path.name}: the measurement after a prediction is followed by a folded "
+                f"'{REVEAL}'"
+            )
+            found += 1
+    assert found >= 1, f"{path.name}: no predict-then-verify block"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_printed_result_is_followed_by_prose(path):
+    """A cell that prints or shows a result is followed by prose saying what to see, not directly
+    by the next code cell, unless it prints its own takeaway (a line starting "Takeaway"). The
+    set-up cell and the Exercises section are exempt."""
+    cells = load(path)["cells"]
+    end = next(
+        (i for i, c in enumerate(cells) if _source(c).startswith("## Exercises")), len(cells)
+    )
+    first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+    bare = [
+        i
+        for i in range(first_code + 1, end - 1)
+        if cells[i]["cell_type"] == "code"
+        and re.search(r"\bprint\(|\.show\(\)|display\(", _source(cells[i]))
+        and "Takeaway" not in _source(cells[i])
+        and cells[i + 1]["cell_type"] == "code"
+    ]
+    assert not bare, f"{path.name}: cells {bare} print a result and run straight into code"
