@@ -378,3 +378,21 @@ def test_slot_explorer_labels_each_bar_and_starts_at_uniform():
     bar = fig.data[1]
     assert list(bar.text) == ["×1.268", "×1.270"]
     assert fig.layout[bar.xaxis.replace("x", "xaxis")].range[0] == 1.0
+
+
+def test_slot_report_lift_is_relative_to_the_tokens_the_value_can_give(small_text):
+    """Regression (reader review, chapter 1): with values restricted to seen tokens, a flat
+    value printed ×(vocab / seen) instead of ×1, because the lift used the whole vocabulary."""
+    from kvattn.data import tokenize
+    from kvattn.memories import Triggers, slot_report
+
+    data = tokenize(small_text, vocab_size=512)
+    values = torch.zeros(2, data.vocab_size)
+    values[0, 10:30] = 1 / 20  # flat over 20 tokens
+    values[1, 10:30] = torch.linspace(1, 2, 20) / torch.linspace(1, 2, 20).sum()
+    stream = data.train[:50]
+    triggers = Triggers(torch.ones(2, 3), torch.tensor([[5, 6, 7], [8, 9, 10]]), stream)
+    flat = slot_report(data, triggers, values, layer=0, slot=0, n_tokens=4)
+    assert [lift for _, lift in flat.value_tokens] == pytest.approx([1.0] * 4)
+    graded = slot_report(data, triggers, values, layer=0, slot=1, n_tokens=1)
+    assert graded.value_tokens[0][1] == pytest.approx(20 * 2 / torch.linspace(1, 2, 20).sum())

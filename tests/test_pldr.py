@@ -1267,3 +1267,18 @@ def test_cuda_kv_cache_matches_cpu_tokens():
     cpu = model.generate(prompt, 10, cache="kv")
     gpu = model.cuda().generate(prompt.cuda(), 10, cache="kv").cpu()
     assert torch.equal(cpu[:, :7], gpu[:, :7])
+
+
+def test_generation_mode_logits_give_the_generation_mode_loss():
+    """The logits behind generation_mode_loss: row t is the last row of a pass over the prefix."""
+    from kvattn.pldr import generation_mode_logits, generation_mode_loss
+    from kvattn.train import lm_cross_entropy
+
+    model = make(num_hidden_layers=2)
+    ids = rand_ids(2, 9)
+    logits = generation_mode_logits(model, ids)
+    assert logits.shape == (2, 8, model.config.vocab_size)
+    with torch.no_grad():
+        torch.testing.assert_close(logits[:, 4], model(ids[:, :5]).logits[:, -1])
+    loss = lm_cross_entropy(logits, ids[:, 1:], model.config.pad_token_id).item()
+    assert loss == pytest.approx(generation_mode_loss(model, ids), rel=1e-6)

@@ -617,9 +617,10 @@ class GSubstitution:
     """What freezing G_LM at other inputs' values does to a model's predictions.
 
     ``delta_loss[d]``: mean next-token loss of the constant-G model built from donor d's G_LM
-    minus the model's own (nats/token, full passes on the same blocks); ``agreement[d]``: the
-    share of positions whose greedy next token is unchanged; ``identity_delta``: the same loss
-    difference with G_LM = I in every head (plain SDPA with the trained weights), the scale
+    minus the model's own (nats/token, on the same blocks, each position seeing its prefix);
+    ``agreement[d]``: the share of positions whose greedy next token is unchanged;
+    ``identity_delta``: the same loss difference with G_LM = I in every head (the G = I
+    substitution: SDPA's form with the PLDR weights, not a trained SDPA model), the scale
     against which ``delta_loss`` is small or large; ``loss``: the model's own loss.
     """
 
@@ -643,15 +644,18 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     and measure the loss and the greedy tokens on ``ids``, for each donor.
 
     ``ids``: evaluation blocks ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets
-    ``ids[:, 1:]``); ``donors``: token ids ``[1, S_d]`` each. Unlike an order parameter, the
-    result does not depend on how large the mean of G_LM is, only on what changing it does.
+    ``ids[:, 1:]``); ``donors``: token ids ``[1, S_d]`` each. The model's own loss and greedy
+    tokens are those of generation (:func:`kvattn.pldr.generation_mode_logits`), since a full
+    pass with the published block density sees later tokens while a constant-G model does not.
+    Unlike an order parameter, the result does not depend on how large the mean of G_LM is, only
+    on what changing it does.
 
     Raises
     ------
     ValueError
         No donors, or ``ids`` not of shape ``[B, S + 1]`` with S ≥ 1.
     """
-    from .pldr import constant_g_from
+    from .pldr import constant_g_from, generation_mode_logits
     from .train import lm_cross_entropy
 
     if not donors:
@@ -661,11 +665,13 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     inputs, targets = ids[:, :-1], ids[:, 1:]
     pad = model.config.pad_token_id
 
-    def run(m) -> tuple[float, Tensor]:
-        logits = m(inputs).logits
+    def run(m, logits=None) -> tuple[float, Tensor]:
+        logits = m(inputs).logits if logits is None else logits
         return lm_cross_entropy(logits, targets, pad).item(), logits.argmax(-1)
 
-    loss, greedy = run(model)
+    # the model's own predictions as a decoder makes them (the block density would let a full
+    # pass see later tokens); constant-G models are causal, so their full pass is exact
+    loss, greedy = run(model, generation_mode_logits(model, ids))
     deltas, agreements = [], []
     for donor in donors:
         outs = model(donor, output_pldr_attentions=True).pldr_attentions

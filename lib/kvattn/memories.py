@@ -150,8 +150,10 @@ class SlotReport:
     prefix's last token (newlines shown as ⏎), that token and the token that actually followed
     (as SentencePiece pieces: ▁ marks a leading space, ``[END]`` ends a document), and the memory
     coefficient. ``value_tokens`` holds ``(token, lift)`` for the value's most likely next tokens,
-    where lift = probability × vocabulary size, the factor by which the value raises the token
-    above a uniform guess (small models have small values, so raw probabilities are all tiny).
+    where lift = probability × the number of tokens the distribution can give (the vocabulary, or
+    the seen tokens when :func:`value_distributions` was restricted to them): the factor by which
+    the value raises the token above a uniform guess over the same tokens (small models have small
+    values, so raw probabilities are all tiny).
     """
 
     layer: int
@@ -191,8 +193,11 @@ def slot_report(
             )
         )
     probs, ids = values[slot].topk(n_tokens)
-    vocab = values.shape[1]
-    tokens = [(data.pieces([int(t)])[0], float(p) * vocab) for p, t in zip(probs, ids, strict=True)]
+    # uniform over the tokens the distribution can give (the seen ones, if values were restricted)
+    support = int((values[slot] > 0).sum())
+    tokens = [
+        (data.pieces([int(t)])[0], float(p) * support) for p, t in zip(probs, ids, strict=True)
+    ]
     return SlotReport(layer, slot, examples, tokens)
 
 

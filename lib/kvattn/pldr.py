@@ -954,6 +954,14 @@ class DecoderLM(nn.Module):
 
 
 @torch.no_grad()
+def generation_mode_logits(model: DecoderLM, ids: Tensor) -> Tensor:
+    """Next-token logits ``[B, S, vocab]`` when every position sees only its prefix (see
+    :func:`generation_mode_loss`, whose checks and errors it shares): row t is the last logits of
+    a full pass over ``ids[:, :t + 1]``.
+    """
+    return _generation_mode(model, ids)[0]
+
+
 def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
     """Mean next-token cross-entropy, in nats per token, when every position sees only its prefix.
 
@@ -985,6 +993,14 @@ def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
         ids outside [0, vocab_size); ``ids`` on another device than the model; no target that
         is not padding.
     """
+    from .train import lm_cross_entropy  # lazy: pldr is imported without the training stack
+
+    logits, targets = _generation_mode(model, ids)
+    return float(lm_cross_entropy(logits, targets, model.config.pad_token_id))
+
+
+@torch.no_grad()
+def _generation_mode(model: DecoderLM, ids: Tensor) -> tuple[Tensor, Tensor]:
     if not isinstance(model, DecoderLM):
         raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
     if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
@@ -1006,8 +1022,6 @@ def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
         raise ValueError(
             f"every target is pad_token_id = {model.config.pad_token_id}: no loss to average"
         )
-    from .train import lm_cross_entropy  # lazy: pldr is imported without the training stack
-
     was_training = model.training
     model.eval()
     try:
@@ -1016,9 +1030,7 @@ def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
             prefix = ids[:, : t + 1]
             padding = model._default_padding(prefix, None)
             logits.append(model._forward(prefix, padding, None, None, False).logits[:, -1])
-        return float(
-            lm_cross_entropy(torch.stack(logits, dim=1), targets, model.config.pad_token_id)
-        )
+        return torch.stack(logits, dim=1), targets
     finally:
         model.train(was_training)
 
