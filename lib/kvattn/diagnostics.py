@@ -679,7 +679,7 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
         G = [o.G_LM[0] if o.G_LM.ndim == 4 else o.G_LM for o in outs]
         donor_loss, donor_greedy = run(constant_g_from(model, G))
         deltas.append(donor_loss - loss)
-        agreements.append((donor_greedy == greedy).double().mean().item())
+        agreements.append((donor_greedy == greedy).float().mean().item())  # MPS: no float64
     eye = torch.eye(model.config.d_k, device=G[0].device, dtype=G[0].dtype)
     identity_loss, _ = run(constant_g_from(model, [eye.expand_as(g) for g in G]))
     return GSubstitution(

@@ -88,8 +88,8 @@ class ContrastResult:
 
     @property
     def lr_at_edge(self) -> list[str]:
-        """Kinds whose chosen rate is the smallest or largest of the grid: their best rate may
-        lie outside it, and the grid should be widened before their contrast is trusted."""
+        """The kinds whose chosen rate is the smallest or largest of the grid (so their best rate
+        may lie outside it, and the grid should be widened before their contrast is trusted)."""
         lrs = self.design["lrs"]
         edges = (min(lrs), max(lrs))
         return [k for k, lr in self.chosen_lr.items() if len(lrs) > 1 and lr in edges]
