@@ -323,3 +323,13 @@ def test_every_printed_result_is_followed_by_prose(path):
         and cells[i + 1]["cell_type"] == "code"
     ]
     assert not bare, f"{path.name}: cells {bare} print a result and run straight into code"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_cell_ids_are_unique(path):
+    """Checked outputs are keyed by cell id, and nbformat silently renames a duplicate id when it
+    validates a notebook (the build then warns and the key no longer matches)."""
+    ids = [c.get("id") for c in load(path)["cells"]]
+    assert len(ids) == len(set(ids)), (
+        f"{path.name}: duplicate ids {sorted({i for i in ids if ids.count(i) > 1})}"
+    )
