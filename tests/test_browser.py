@@ -67,8 +67,9 @@ def toc_files(entry: object) -> list[str]:
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 PAGES = [TOC["root"], *toc_files(TOC["parts"])]
 
-# TeX that MathJax should have replaced: \( \) \[ \] $$ \begin{ and $\command.
-RAW_TEX = re.compile(r"\\[()\[\]]|\$\$|\\begin\{|\$\\[A-Za-z]")
+# TeX that MathJax should have replaced: \( \) \[ \] $$ \begin{, $\command, and any \command of
+# two or more letters in prose (a display equation that failed to parse leaves "\lVert", ...).
+RAW_TEX = re.compile(r"\\[()\[\]]|\$\$|\\begin\{|\$\\[A-Za-z]|\\[A-Za-z]{2,}")
 
 # The text a reader sees outside code, formulas and scripts (checkVisibility skips hidden parts).
 VISIBLE_TEXT_JS = """() => {
