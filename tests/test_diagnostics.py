@@ -603,3 +603,18 @@ def test_g_substitution_on_the_trained_model(tiny_pldr):
     assert r.share_of_g_effect == pytest.approx(r.delta_loss.item() / r.identity_delta)
     with pytest.raises(ValueError, match="at least one donor"):
         D.g_substitution(tiny_pldr, ids, [])
+
+
+def test_g_substitution_of_a_constant_g_model_is_exactly_zero_on_long_blocks(tiny_pldr):
+    """Regression (full build of chapter 9): on 16 blocks of 128 tokens the constant-G model's own
+    loss came from prefix passes and its donors' from a full pass, and rounding left Δ ≠ 0."""
+    from kvattn.pldr import constant_g_from
+
+    cfg = tiny_pldr.config
+    G = [
+        torch.randn(cfg.num_attention_heads, cfg.d_k, cfg.d_k) for _ in range(cfg.num_hidden_layers)
+    ]
+    constant = constant_g_from(tiny_pldr, G)
+    ids = torch.randint(4, cfg.vocab_size, (8, cfg.max_position_embeddings + 1))
+    r = D.g_substitution(constant, ids, [ids[:1, :30]])
+    assert (r.delta_loss == 0).all() and (r.agreement == 1).all()

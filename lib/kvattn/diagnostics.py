@@ -669,9 +669,12 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
         logits = m(inputs).logits if logits is None else logits
         return lm_cross_entropy(logits, targets, pad).item(), logits.argmax(-1)
 
-    # the model's own predictions as a decoder makes them (the block density would let a full
-    # pass see later tokens); constant-G models are causal, so their full pass is exact
-    loss, greedy = run(model, generation_mode_logits(model, ids))
+    # the model's own predictions as a decoder makes them: with a generated G_LM and the block
+    # density a full pass sees later tokens; a constant-G or prefix-density model is causal, and
+    # its full pass is computed exactly as the constant-G models' below
+    cfg = model.config
+    leaks = cfg.custom_G_type is None and cfg.density == "block"
+    loss, greedy = run(model, generation_mode_logits(model, ids) if leaks else None)
     deltas, agreements = [], []
     for donor in donors:
         outs = model(donor, output_pldr_attentions=True).pldr_attentions
