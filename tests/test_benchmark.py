@@ -74,6 +74,8 @@ def test_noisy_ratio_runs_until_the_budget_ends(clock):
 def test_flags_take_precedence_and_stable_ratios_are_not_flagged():
     stable = Ratio(2.0, 1.95, 2.05, 10)
     assert flagged(stable, None).flag is None
+    # regression (full build under load): one round of the mid config, spread 0, went unflagged
+    assert flagged(Ratio(13.6, 13.6, 13.6, 1), None).flag.startswith("unstable: only 1 round")
     assert flagged(stable, "impossible: x").flag == "impossible: x"
     assert Ratio(0.0, -1.0, 1.0, 3).spread == float("inf")
 

@@ -79,6 +79,8 @@ _clock = time.perf_counter  # the tests replace it with a fake clock
 
 #: A ratio whose interquartile range exceeds this fraction of its median is flagged unstable.
 UNSTABLE_SPREAD = 0.2
+#: A ratio measured in fewer rounds is flagged unstable: its spread cannot be estimated.
+MIN_ROUNDS_FOR_SPREAD = 3
 
 
 @dataclass(frozen=True)
@@ -207,8 +209,14 @@ def _spread(values: list[float]) -> float:
 
 
 def flagged(ratio: Ratio, problem: str | None) -> Ratio:
-    """``ratio`` with ``problem`` as its flag, or an *unstable* flag when its spread exceeds
-    :data:`UNSTABLE_SPREAD`; an impossible value takes precedence."""
+    """``ratio`` with ``problem`` as its flag, or an *unstable* flag when fewer than
+    :data:`MIN_ROUNDS_FOR_SPREAD` rounds fit in the budget (no spread can be estimated) or its
+    spread exceeds :data:`UNSTABLE_SPREAD`; an impossible value takes precedence."""
+    if problem is None and ratio.rounds < MIN_ROUNDS_FOR_SPREAD:
+        problem = (
+            f"unstable: only {ratio.rounds} round(s) fit in the time budget, too few to tell a "
+            "ratio from noise (a busy machine, or a larger budget needed)"
+        )
     if problem is None and ratio.spread > UNSTABLE_SPREAD:
         problem = (
             f"unstable: the middle half of {ratio.rounds} rounds spans {ratio.spread:.0%} of the "
