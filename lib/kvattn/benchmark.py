@@ -79,7 +79,7 @@ _clock = time.perf_counter  # the tests replace it with a fake clock
 
 #: A ratio whose interquartile range exceeds this fraction of its median is flagged unstable.
 UNSTABLE_SPREAD = 0.2
-#: A ratio measured in fewer rounds is flagged unstable: its spread cannot be estimated.
+#: A ratio measured in fewer rounds is flagged unstable, since its spread cannot be estimated.
 MIN_ROUNDS_FOR_SPREAD = 3
 
 
