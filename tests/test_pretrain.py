@@ -275,12 +275,28 @@ def test_config_file_errors_name_the_file(tmp_path):
         PretrainConfig.from_file(path)
 
 
+def test_command_line_reports_a_bad_config_without_a_traceback(tmp_path, capsys):
+    """A misspelt key or a bad override exits 1 with one line saying why."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**TINY, "stpes": 5, "out_dir": str(tmp_path / "run")}))
+    with pytest.raises(SystemExit) as exit_info:
+        T.main(["--config", str(path)])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and "'stpes' (did you mean 'steps'?)" in err and "Traceback" not in err
+    path.write_text(json.dumps({**TINY, "out_dir": str(tmp_path / "run")}))
+    with pytest.raises(SystemExit) as exit_info:
+        T.main(["--config", str(path), "--steps", "-3"])
+    assert exit_info.value.code == 1 and "steps" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # nothing was started
+
+
 def test_help_lists_every_config_field():
     out = subprocess.run(
         [sys.executable, "-m", "kvattn.train", "--help"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a hang limit, not a speed check
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -313,7 +329,7 @@ def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path, monk
     )
 
 
-def test_command_line_overwrite_flag(tmp_path):
+def test_command_line_overwrite_flag(tmp_path, capsys):
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({**TINY, "steps": 2, "out_dir": str(tmp_path / "run")}))
     assert T.main(["--config", str(cfg_file)]) == 0
@@ -324,8 +340,9 @@ def test_command_line_overwrite_flag(tmp_path):
     assert state["step"] == 3 and state["config"]["overwrite"] is True
     with pytest.raises(SystemExit):
         T.main(["--config", str(cfg_file), "--resume", "--overwrite"])
-    with pytest.raises(ValueError, match="steps must be an int >= 1, got 0"):
+    with pytest.raises(SystemExit):  # a bad override is refused with its reason, before any work
         T.main(["--config", str(cfg_file), "--steps", "0", "--overwrite"])
+    assert "steps must be an int >= 1, got 0" in capsys.readouterr().err
 
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch):

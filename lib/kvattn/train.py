@@ -987,14 +987,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="override the number of steps")
     parser.add_argument("--out-dir", help="override out_dir")
     args = parser.parse_args(argv)
-    cfg = PretrainConfig.from_file(args.config)
     overrides = {
         "steps": args.steps,
         "out_dir": args.out_dir,
         "overwrite": True if args.overwrite else None,
     }
-    # replace() re-runs the validation on the overridden values
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    try:
+        cfg = PretrainConfig.from_file(args.config)
+        # replace() re-runs the validation on the overridden values
+        cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    except (ValueError, TypeError, FileNotFoundError) as err:  # a bad config: say why, no traceback
+        parser.exit(1, f"{parser.prog}: error: {err}\n")
     result = pretrain(cfg, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         final = result.history.evals[-1] if result.history.evals else float("nan")
