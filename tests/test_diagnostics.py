@@ -572,17 +572,23 @@ def tiny_pldr():
     return load_pretrained(shipped("pldr_tiny"))
 
 
-def test_g_substitution_is_exactly_zero_for_a_constant_g_model(tiny_pldr):
-    """A constant-G model's G_LM is the same for every input: substituting any donor's changes
-    nothing, exactly."""
+@pytest.fixture(scope="module")
+def constant_pldr(tiny_pldr):
+    """pldr_tiny's weights with one random G per layer: a constant-G model."""
     from kvattn.pldr import constant_g_from
 
-    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
     cfg = tiny_pldr.config
-    G = [
-        torch.randn(cfg.num_attention_heads, cfg.d_k, cfg.d_k) for _ in range(cfg.num_hidden_layers)
-    ]
-    constant = constant_g_from(tiny_pldr, G)
+    shape = (cfg.num_attention_heads, cfg.d_k, cfg.d_k)
+    return constant_g_from(
+        tiny_pldr, [torch.randn(shape, generator=gen) for _ in range(cfg.num_hidden_layers)]
+    )
+
+
+def test_g_substitution_is_exactly_zero_for_a_constant_g_model(tiny_pldr, constant_pldr):
+    """A constant-G model's G_LM is the same for every input: substituting any donor's changes
+    nothing, exactly."""
+    constant = constant_pldr
     ids = torch.randint(4, tiny_pldr.config.vocab_size, (2, 33))
     donors = [torch.randint(4, tiny_pldr.config.vocab_size, (1, n)) for n in (10, 20)]
     r = D.g_substitution(constant, ids, donors)
@@ -605,16 +611,11 @@ def test_g_substitution_on_the_trained_model(tiny_pldr):
         D.g_substitution(tiny_pldr, ids, [])
 
 
-def test_g_substitution_of_a_constant_g_model_is_exactly_zero_on_long_blocks(tiny_pldr):
+def test_g_substitution_of_a_constant_g_model_is_exactly_zero_on_long_blocks(constant_pldr):
     """Regression (full build of chapter 9): on 16 blocks of 128 tokens the constant-G model's own
     loss came from prefix passes and its donors' from a full pass, and rounding left Δ ≠ 0."""
-    from kvattn.pldr import constant_g_from
-
-    cfg = tiny_pldr.config
-    G = [
-        torch.randn(cfg.num_attention_heads, cfg.d_k, cfg.d_k) for _ in range(cfg.num_hidden_layers)
-    ]
-    constant = constant_g_from(tiny_pldr, G)
+    constant = constant_pldr
+    cfg = constant.config
     ids = torch.randint(4, cfg.vocab_size, (8, cfg.max_position_embeddings + 1))
     r = D.g_substitution(constant, ids, [ids[:1, :30]])
     assert (r.delta_loss == 0).all() and (r.agreement == 1).all()

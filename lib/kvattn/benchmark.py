@@ -180,8 +180,9 @@ def interleaved(
     names = list(variants)
     times: dict[str, list[float]] = {name: [] for name in names}
 
-    def per_round(a: str, b: str) -> list[float]:
-        return [ta / tb for ta, tb in zip(times[a], times[b], strict=True)]
+    def summarise(a: str, b: str) -> Ratio:
+        q1, median, q3 = _quartiles([ta / tb for ta, tb in zip(times[a], times[b], strict=True)])
+        return Ratio(median, q1, q3, len(times[a]))
 
     for r in range(max_rounds):
         if r >= 1 and _clock() - start >= budget_s:
@@ -192,20 +193,11 @@ def interleaved(
             variants[name]()
             _sync(device)
             times[name].append(_clock() - t0)
-        if r + 1 >= min_rounds:
-            spreads = [_spread(per_round(a, b)) for a, b in ratios.values()]
-            if all(s <= target_spread for s in spreads):
-                break
-    summary = {}
-    for label, (a, b) in ratios.items():
-        q1, median, q3 = _quartiles(per_round(a, b))
-        summary[label] = Ratio(median, q1, q3, len(times[a]))
-    return times, summary
-
-
-def _spread(values: list[float]) -> float:
-    q1, median, q3 = _quartiles(values)
-    return (q3 - q1) / abs(median) if median else float("inf")
+        if r + 1 >= min_rounds and all(
+            summarise(a, b).spread <= target_spread for a, b in ratios.values()
+        ):
+            break
+    return times, {label: summarise(a, b) for label, (a, b) in ratios.items()}
 
 
 def flagged(ratio: Ratio, problem: str | None) -> Ratio:
