@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +77,54 @@ def test_a_failing_notebook_fails_the_build(tmp_path):
     log = result.stdout + result.stderr
     assert result.returncode != 0, log[-2000:]
     assert "Executing notebook failed" in log and "fails.err.log" in log
+
+
+def _build_stalling_book(tmp_path: Path, mode: str) -> tuple[int, str]:
+    """Builds the fixture whose only cell sleeps like a stalled kernel: on its first run only
+    (mode "once") or on every run ("always"), with the watchdog's window shortened to 6 s."""
+    book = tmp_path / "book"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "stalling_book", book)
+    (book / "mode").write_text(mode)
+    config = {
+        "title": "stalling fixture",
+        "only_build_toc_files": True,
+        "execute": {"execute_notebooks": "force", "timeout": 600},
+        "sphinx": {"local_extensions": {"kernel_watchdog": str(ROOT / "book" / "_ext")}},
+    }
+    (book / "_config.yml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [str(JUPYTER_BOOK), "build", *build_flags(), str(book)],
+        capture_output=True,
+        text=True,
+        timeout=900,  # a hang limit, not a speed check
+        env={**os.environ, "KVATTN_STALL_S": "6"},
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(not JUPYTER_BOOK.exists(), reason="jupyter-book is not installed")
+def test_a_stalled_kernel_is_replaced_once_and_the_notebook_runs_again(tmp_path):
+    """The cell sleeps (no CPU, no reply) on its first run: the watchdog kills the kernel after
+    its window, the notebook runs again on a new kernel, and the build passes with the cell's
+    output on the page. Without the watchdog this build would wait for the 600 s cell timeout."""
+    code, log = _build_stalling_book(tmp_path, "once")
+    assert code == 0, log[-3000:]
+    assert "stalls.ipynb: the kernel stopped answering for 6 s" in log
+    page = (tmp_path / "book" / "_build" / "html" / "stalls.html").read_text()
+    output = r'class="output stream[^>]*><div class="highlight"><pre><span></span>ran\b'
+    assert re.search(output, page), "the cell's output is not on the page"
+
+
+@pytest.mark.skipif(not JUPYTER_BOOK.exists(), reason="jupyter-book is not installed")
+def test_a_kernel_that_stalls_twice_fails_the_build_naming_the_notebook(tmp_path):
+    code, log = _build_stalling_book(tmp_path, "always")
+    assert code != 0, log[-3000:]
+    assert "stalls.ipynb: the kernel stopped answering twice" in log
+
+
+def test_the_course_build_runs_the_kernel_watchdog():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["local_extensions"]["kernel_watchdog"] == "book/_ext"
 
 
 def test_course_config_raises_on_notebook_errors():
