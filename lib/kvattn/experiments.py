@@ -29,16 +29,19 @@ Statistics use ``scipy.stats`` (Student's t quantiles and tail probabilities).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import torch
 from scipy import stats
 
 from .data import TokenData
-from .lm import TinyLMConfig
+from .lm import TinyLM, TinyLMConfig
 from .mlp import matched_slots, mlp_cost
-from .train import train_lm_seeds
+from .symmetry import exchange_violation, trained_exchange_violation
+from .train import SeedRuns, train_lm_seeds
 
 #: σ → (symmetric kind, gated kind) of :func:`kvattn.mlp.make_mlp`: the same σ in both places.
 CONTRASTS = {
@@ -161,6 +164,66 @@ def _late_drop(curves: list[list[float]], eval_steps: list[int]) -> float:
     return sum(c[i] - c[-1] for c in curves) / len(curves)
 
 
+def _check_workers(workers: int) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+
+
+def _map(fn: Callable, jobs: list, workers: int) -> list:
+    """``[fn(*job) for job in jobs]``, in ``workers`` processes when ``workers`` > 1."""
+    if workers == 1 or len(jobs) < 2:
+        return [fn(*job) for job in jobs]
+    context = multiprocessing.get_context("spawn")  # a fork of a threaded torch can deadlock
+    with ProcessPoolExecutor(min(workers, len(jobs)), context, initializer=_one_thread) as pool:
+        return list(pool.map(fn, *zip(*jobs, strict=True)))
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _config(
+    tokens: TokenData,
+    ffn: str,
+    act: str | None,
+    shape: dict,
+    budget: int,
+    beta: float | None = None,
+) -> TinyLMConfig:
+    form = {"key_value": "key_value", "symmetric_rank1": "symmetric_rank1"}.get(ffn, "gated")
+    return TinyLMConfig(
+        vocab_size=tokens.vocab_size,
+        ffn=ffn,
+        act=act,
+        beta=beta,
+        n_slots=matched_slots(form, shape["d_model"], budget),
+        **shape,
+    )
+
+
+def _select_and_test(
+    name: str,
+    cfg: TinyLMConfig,
+    tokens: TokenData,
+    lrs: Sequence[float],
+    select_seeds: Sequence[int],
+    test_seeds: Sequence[int],
+    recipe: dict,
+) -> tuple[dict[str, list[float]], float, SeedRuns]:
+    """One kind: every rate on the selection seeds, then the best rate on the test seeds."""
+    selection = {
+        f"{lr:g}": train_lm_seeds(
+            cfg, tokens, list(select_seeds), lr=lr, desc=f"{name} lr {lr:g}", **recipe
+        ).final
+        for lr in lrs
+    }
+    chosen = min(lrs, key=lambda lr: sum(selection[f"{lr:g}"]))
+    tested = train_lm_seeds(
+        cfg, tokens, list(test_seeds), lr=chosen, desc=f"{name} lr {chosen:g}", **recipe
+    )
+    return selection, chosen, tested
+
+
 def symmetry_contrast(
     tokens: TokenData,
     *,
@@ -180,20 +243,23 @@ def symmetry_contrast(
     power: float = 0.8,
     device: torch.device | str = "cpu",
     progress: bool = True,
+    workers: int = 1,
 ) -> ContrastResult:
     """Run the symmetric-vs-gated experiment (module docstring) on a one-layer-family TinyLM.
 
     Every kind's feed-forward layer gets the parameter budget of a key-value layer with
     ``4·d_model`` slots (:func:`kvattn.mlp.matched_slots`); everything else is shared. Runs
     ``len(kinds) × (len(lrs) × len(select_seeds) + len(test_seeds))`` trainings of ``steps`` steps
-    (recipe of :func:`kvattn.train.train_lm_seeds`).
+    (recipe of :func:`kvattn.train.train_lm_seeds`). ``workers`` > 1 trains that many kinds at
+    once in separate processes with one thread each (results are identical: every run is seeded).
 
     Raises
     ------
     ValueError
-        Unknown σ, fewer than 2 test seeds, an empty ``lrs`` or ``select_seeds``, or seeds shared
-        between selection and test.
+        Unknown σ, fewer than 2 test seeds, an empty ``lrs`` or ``select_seeds``, seeds shared
+        between selection and test, or ``workers`` not an int >= 1.
     """
+    _check_workers(workers)
     if len(test_seeds) < 2:
         raise ValueError(f"need at least 2 test seeds for a paired test, got {list(test_seeds)}")
     if not lrs or not select_seeds:
@@ -204,39 +270,26 @@ def symmetry_contrast(
     eval_every = eval_every or max(1, steps // 20)
     budget = mlp_cost("key_value", d_model, 4 * d_model)[0]
     spec = kinds(acts, references)
-
-    def config(ffn: str, act: str | None) -> TinyLMConfig:
-        form = {"key_value": "key_value", "symmetric_rank1": "symmetric_rank1"}.get(ffn, "gated")
-        return TinyLMConfig(
-            vocab_size=tokens.vocab_size,
-            d_model=d_model,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            block_size=block_size,
-            ffn=ffn,
-            act=act,
-            n_slots=matched_slots(form, d_model, budget),
-        )
-
-    def run(name: str, lr: float, seeds: Sequence[int]):
-        return train_lm_seeds(
-            config(*spec[name]),
+    shape = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, block_size=block_size)
+    recipe = dict(
+        steps=steps, batch_size=batch_size, eval_every=eval_every, device=device, progress=progress
+    )
+    jobs = [
+        (
+            name,
+            _config(tokens, *spec[name], shape, budget),
             tokens,
-            list(seeds),
-            steps=steps,
-            lr=lr,
-            batch_size=batch_size,
-            eval_every=eval_every,
-            device=device,
-            progress=progress,
-            desc=f"{name} lr {lr:g}",
+            lrs,
+            select_seeds,
+            test_seeds,
+            recipe,
         )
-
-    selection = {
-        name: {f"{lr:g}": run(name, lr, select_seeds).final for lr in lrs} for name in spec
-    }
-    chosen = {name: min(lrs, key=lambda lr, n=name: sum(selection[n][f"{lr:g}"])) for name in spec}
-    tested = {name: run(name, chosen[name], test_seeds) for name in spec}
+        for name in spec
+    ]
+    done = dict(zip(spec, _map(_select_and_test, jobs, workers), strict=True))
+    selection = {name: done[name][0] for name in spec}
+    chosen = {name: done[name][1] for name in spec}
+    tested = {name: done[name][2] for name in spec}
     result = ContrastResult(
         design=dict(
             d_model=d_model,
@@ -268,3 +321,135 @@ def symmetry_contrast(
         for act in acts
     ]
     return result
+
+
+@dataclass
+class DoseResponse:
+    """Swish-β gated layers σ_β(a)·b trained at several β (plain data, JSON-ready via
+    ``to_dict()``).
+
+    ``final[i][s]`` is the final validation loss (nats/token) at ``betas[i]`` and seed
+    ``seeds[s]``; ``violation[i][s]`` the exchange violation of that trained layer on its own
+    inputs (:func:`kvattn.symmetry.trained_exchange_violation`); ``gaussian[i]`` the violation of
+    σ_β for independent standard normal a, b (:func:`kvattn.symmetry.exchange_violation`).
+    ``slope`` is the paired summary: for each seed, the least-squares slope of final loss against
+    trained violation across β; ``slope`` the mean over seeds, with ``slope_se``, ``slope_t``,
+    ``slope_p`` (two-sided, n − 1 degrees of freedom).
+    """
+
+    design: dict
+    betas: list[float]
+    seeds: list[int]
+    final: list[list[float]]
+    violation: list[list[float]]
+    gaussian: list[float]
+    slope: float
+    slope_se: float
+    slope_t: float
+    slope_p: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _train_beta(
+    beta: float, cfg: TinyLMConfig, tokens: TokenData, seeds: Sequence[int], lr: float, recipe: dict
+) -> SeedRuns:
+    def violation(model: TinyLM) -> float:
+        block = model.cfg.block_size
+        n = min(64, (len(tokens.val) - 1) // block)
+        idx = tokens.val[: n * block].view(n, block).to(next(model.parameters()).device)
+        inputs: list[torch.Tensor] = []
+        with torch.no_grad():
+            model(idx, ffn_inputs=inputs)
+        return trained_exchange_violation(model.blocks[0].ffn, inputs[0])
+
+    return train_lm_seeds(
+        cfg, tokens, list(seeds), lr=lr, desc=f"Swish-β {beta:g}", measure=violation, **recipe
+    )
+
+
+def swish_beta_dose_response(
+    tokens: TokenData,
+    *,
+    betas: Sequence[float] = (0.25, 0.5, 1.0, 2.0, 8.0),
+    seeds: Sequence[int] = tuple(range(8)),
+    steps: int,
+    lr: float,
+    d_model: int = 64,
+    n_heads: int = 4,
+    block_size: int = 64,
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    workers: int = 1,
+) -> DoseResponse:
+    """Dose-response of chapter 5: train a one-layer TinyLM whose feed-forward layer is the gated
+    σ_β(a)·b (Swish-β, ``swiglu`` with β) at each β of ``betas``, on the same paired seeds and
+    recipe as :func:`symmetry_contrast` (same parameter budget), and measure each trained layer's
+    exchange violation on the inputs it sees.
+
+    As β → 0, σ_β(z) → z/2 and the layer becomes the exchange-symmetric bilinear ½ a·b; as β
+    grows, σ_β tends to ReLU and the violation to its maximum. β therefore moves the violation,
+    but it also changes the nonlinearity itself (curvature, saturation): a trend of loss against
+    violation is consistent with the symmetry-breaking hypothesis, not a proof of it.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 β or 2 seeds, a β that is not positive, or ``workers`` not an int >= 1.
+    """
+    _check_workers(workers)
+    if len(betas) < 2 or len(seeds) < 2:
+        raise ValueError(f"need at least 2 betas and 2 seeds, got {list(betas)}, {list(seeds)}")
+    if any(not (isinstance(b, (int, float)) and math.isfinite(b) and b > 0) for b in betas):
+        raise ValueError(f"every β must be a positive number, got {list(betas)}")
+    budget = mlp_cost("key_value", d_model, 4 * d_model)[0]
+    shape = dict(d_model=d_model, n_layers=1, n_heads=n_heads, block_size=block_size)
+    recipe = dict(
+        steps=steps,
+        batch_size=batch_size,
+        eval_every=max(1, steps // 20),
+        device=device,
+        progress=progress,
+    )
+    jobs = [
+        (
+            float(b),
+            _config(tokens, "swiglu", None, shape, budget, float(b)),
+            tokens,
+            seeds,
+            lr,
+            recipe,
+        )
+        for b in betas
+    ]
+    runs = _map(_train_beta, jobs, workers)
+    final = [r.final for r in runs]
+    violation = [r.measured for r in runs]
+    slopes = []
+    for s in range(len(seeds)):
+        v = torch.tensor([row[s] for row in violation], dtype=torch.float64)
+        y = torch.tensor([row[s] for row in final], dtype=torch.float64)
+        vc = v - v.mean()
+        slopes.append(float((vc * (y - y.mean())).sum() / (vc**2).sum()))
+    summary = paired_contrast("slope", slopes, [0.0] * len(slopes), 0.05, 0.8)
+    return DoseResponse(
+        design=dict(
+            shape,
+            steps=steps,
+            lr=lr,
+            batch_size=batch_size,
+            parameter_budget=budget,
+            vocab_size=tokens.vocab_size,
+        ),
+        betas=[float(b) for b in betas],
+        seeds=list(seeds),
+        final=final,
+        violation=violation,
+        gaussian=[exchange_violation("swish", float(b)) for b in betas],
+        slope=summary.mean,
+        slope_se=summary.se,
+        slope_t=summary.t,
+        slope_p=summary.p,
+    )

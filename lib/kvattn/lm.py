@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .activations import resolve
 from .mlp import GATED_VARIANTS, MLP_KINDS, SlotMLP, make_mlp
 
 Tensor = torch.Tensor
@@ -21,7 +22,8 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True)
 class TinyLMConfig:
-    """Sizes of a :class:`TinyLM`. ``ffn`` is a kind of :func:`kvattn.mlp.make_mlp`."""
+    """Sizes of a :class:`TinyLM`. ``ffn`` is a kind of :func:`kvattn.mlp.make_mlp`; ``beta`` is
+    Swish-β's β for a layer whose σ is SiLU/Swish (``None``: plain SiLU, β = 1)."""
 
     vocab_size: int
     d_model: int = 128
@@ -32,6 +34,7 @@ class TinyLMConfig:
     n_slots: int = 512
     act: str | None = None
     rank: int = 1
+    beta: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -54,6 +57,9 @@ class TinyLMConfig:
             raise ValueError(f"the gated ffn {self.ffn!r} fixes its activation; leave act=None")
         if self.rank != 1 and self.ffn not in ("full_bilinear", "gated_rank_r"):
             raise ValueError(f"rank applies to full_bilinear and gated_rank_r, not {self.ffn!r}")
+        if self.beta is not None:  # the σ that make_mlp will build must take a β
+            default = "relu" if self.ffn == "key_value" else "silu"
+            resolve(GATED_VARIANTS.get(self.ffn) or self.act or default, self.beta)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,7 +91,9 @@ class Block(nn.Module):
         self.ln_attn = nn.LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
         self.ln_ffn = nn.LayerNorm(cfg.d_model)
-        self.ffn: SlotMLP = make_mlp(cfg.ffn, cfg.d_model, cfg.n_slots, act=cfg.act, rank=cfg.rank)
+        self.ffn: SlotMLP = make_mlp(
+            cfg.ffn, cfg.d_model, cfg.n_slots, act=cfg.act, rank=cfg.rank, beta=cfg.beta
+        )
 
     def forward(self, x: Tensor, ffn_inputs: list[Tensor] | None = None) -> Tensor:
         x = x + self.attn(self.ln_attn(x))

@@ -133,6 +133,48 @@ def exchange_violation(
     return max(0.0, 2.0 - 2.0 * cross**2 / second_moment)
 
 
+@torch.no_grad()
+def trained_exchange_violation(layer: nn.Module, x: Tensor) -> float:
+    """The exchange violation of a trained gated layer on the inputs it actually sees:
+    Σ (σ(a)b − σ(b)a)² / Σ (σ(a)b)² over every input row and slot, with a = x W_qᵀ, b = x W_kᵀ.
+
+    :func:`exchange_violation` is the same ratio for a, b ~ N(0, 1) independent; a trained
+    layer's (a, b) are neither standard nor independent, so the two can differ (chapter 5's
+    Swish-β dose-response measures this one). Dimensionless; 0 for a linear σ.
+
+    Parameters
+    ----------
+    layer:
+        A module with ``W_q``, ``W_k`` ``(n_slots, d_model)`` and ``act`` (e.g. a
+        :class:`kvattn.mlp.GatedMLP`).
+    x:
+        Inputs ``(..., d_model)``, e.g. the normalised feed-forward inputs a model records with
+        ``TinyLM.forward(idx, ffn_inputs=...)``.
+
+    Raises
+    ------
+    TypeError
+        ``layer`` has no query/key pair.
+    ValueError
+        ``x``'s last size is not ``d_model``, ``x`` is empty or not finite, or σ(a)b is 0 on
+        every input.
+    """
+    _require_qk(layer)
+    d = layer.W_q.shape[1]
+    if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[-1] != d or x.numel() == 0:
+        raise ValueError(f"x must be a non-empty tensor of shape (..., {d})")
+    if not torch.isfinite(x).all():
+        raise ValueError("x must be finite")
+    x = x.reshape(-1, d).to(torch.float64)
+    a = x @ layer.W_q.detach().to(torch.float64).T
+    b = x @ layer.W_k.detach().to(torch.float64).T
+    gated = layer.act(a) * b
+    denominator = float((gated**2).sum())
+    if denominator == 0:
+        raise ValueError("σ(a)b is 0 on every input and slot; the violation is undefined")
+    return float(((gated - layer.act(b) * a) ** 2).sum()) / denominator
+
+
 def scale_violation(
     act: ActLike,
     alpha: float,

@@ -317,13 +317,15 @@ def lm_eval_loss(model: TinyLM, ids: Tensor, batch_size: int = 32, max_windows: 
 class SeedRuns:
     """Validation-loss curves of one model configuration over several seeds.
 
-    ``evals[s][i]`` is the validation loss of seed ``seeds[s]`` at step ``eval_steps[i]``.
+    ``evals[s][i]`` is the validation loss of seed ``seeds[s]`` at step ``eval_steps[i]``;
+    ``measured[s]`` what ``measure`` returned for that seed's trained model (empty without one).
     """
 
     seeds: list[int]
     eval_steps: list[int]
     evals: list[list[float]]
     n_params: int
+    measured: list[float] = field(default_factory=list)
 
     @property
     def final(self) -> list[float]:
@@ -343,13 +345,15 @@ def train_lm_seeds(
     device: torch.device | str = "cpu",
     progress: bool = True,
     desc: str | None = None,
+    measure: Callable[[TinyLM], float] | None = None,
 ) -> SeedRuns:
     """Train a fresh :class:`kvattn.lm.TinyLM` per seed, same recipe, recording validation loss.
 
     For seed s both the initialisation and the batch order are seeded with s, so two
     configurations run with the same seeds see the same batches: their per-seed differences are
     paired. Recipe: AdamW (wd 0.1), 10 % linear warm-up then cosine decay, grad-norm clip 1.
-    ``progress`` shows a bar over the seeds.
+    ``progress`` shows a bar over the seeds. ``measure``, if given, is called on each trained
+    model (in eval mode) and its results are kept in ``SeedRuns.measured``.
 
     Raises
     ------
@@ -365,6 +369,7 @@ def train_lm_seeds(
     _check_int("eval_every", eval_every, low=1)
     runs: list[list[float]] = []
     eval_steps: list[int] = []
+    measured: list[float] = []
     model = None
     for seed in tqdm(seeds, desc=desc, disable=not progress):
         torch.manual_seed(seed)
@@ -386,8 +391,10 @@ def train_lm_seeds(
         )
         runs.append(h.evals)
         eval_steps = h.eval_steps
+        if measure is not None:
+            measured.append(float(measure(model.eval())))
     n_params = sum(p.numel() for p in model.parameters())
-    return SeedRuns(list(seeds), eval_steps, runs, n_params)
+    return SeedRuns(list(seeds), eval_steps, runs, n_params, measured)
 
 
 # ---------------------------------------------------------------------------------------------
