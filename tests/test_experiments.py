@@ -94,3 +94,47 @@ def test_a_micro_experiment_runs_the_whole_design(small_text):
         np.mean(np.subtract(r.final["silu symmetric"], r.final["silu gated"]))
     )
     json.dumps(r.to_dict())
+
+
+def test_workers_give_the_same_results_as_one_process(small_text):
+    """Every run is seeded, so training kinds in two processes changes nothing."""
+    from kvattn.data import tokenize
+
+    tokens = tokenize(small_text, vocab_size=512)
+    kwargs = dict(
+        acts=["silu"], references=False, d_model=16, n_heads=2, block_size=16, steps=4,
+        lrs=[1e-2], select_seeds=[100], test_seeds=[0, 1], batch_size=4, progress=False,
+    )  # fmt: skip
+    one = experiments.symmetry_contrast(tokens, **kwargs)
+    two = experiments.symmetry_contrast(tokens, workers=2, **kwargs)
+    assert one.final == two.final and one.curves == two.curves
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+        experiments.symmetry_contrast(tokens, workers=0, **kwargs)
+
+
+def test_dose_response_measures_each_trained_layer_and_summarises_paired_slopes(small_text):
+    from kvattn import symmetry
+    from kvattn.data import tokenize
+
+    tokens = tokenize(small_text, vocab_size=512)
+    r = experiments.swish_beta_dose_response(
+        tokens, betas=[0.05, 1.0, 20.0], seeds=[0, 1, 2], steps=6, lr=1e-2, d_model=16,
+        n_heads=2, block_size=16, batch_size=4, progress=False,
+    )  # fmt: skip
+    assert np.shape(r.final) == np.shape(r.violation) == (3, 3)
+    # The Gaussian violation rises with β from near 0 (σ_β(z) → z/2) towards ReLU's 1.
+    assert r.gaussian == sorted(r.gaussian) and r.gaussian[0] < 0.01 and r.gaussian[-1] > 0.9
+    assert r.gaussian[1] == pytest.approx(symmetry.exchange_violation("silu"))
+    # A nearly linear σ is nearly exchange-symmetric on any inputs, trained or not.
+    assert all(v < 0.01 for v in r.violation[0]) and all(v > 0.1 for v in r.violation[-1])
+    # The summary is the mean of per-seed least-squares slopes of loss on violation.
+    slopes = [
+        np.polyfit(np.array(r.violation)[:, s], np.array(r.final)[:, s], 1)[0] for s in range(3)
+    ]
+    assert r.slope == pytest.approx(np.mean(slopes))
+    assert r.slope_se == pytest.approx(np.std(slopes, ddof=1) / np.sqrt(3))
+    json.dumps(r.to_dict())
+    with pytest.raises(ValueError, match="every β must be a positive number"):
+        experiments.swish_beta_dose_response(tokens, betas=[0.0, 1.0], steps=2, lr=1e-2)
+    with pytest.raises(ValueError, match="at least 2 betas and 2 seeds"):
+        experiments.swish_beta_dose_response(tokens, betas=[1.0], steps=2, lr=1e-2)

@@ -396,3 +396,17 @@ def test_slot_report_lift_is_relative_to_the_tokens_the_value_can_give(small_tex
     assert [lift for _, lift in flat.value_tokens] == pytest.approx([1.0] * 4)
     graded = slot_report(data, triggers, values, layer=0, slot=1, n_tokens=1)
     assert graded.value_tokens[0][1] == pytest.approx(20 * 2 / torch.linspace(1, 2, 20).sum())
+
+
+def test_tinylm_config_beta_reaches_the_swish_and_is_refused_elsewhere():
+    from kvattn.lm import TinyLM, TinyLMConfig
+
+    model = TinyLM(TinyLMConfig(vocab_size=16, d_model=8, n_heads=2, ffn="swiglu", beta=4.0))
+    z = torch.linspace(-3, 3, 7)
+    assert torch.allclose(model.blocks[0].ffn.act(z), z * torch.sigmoid(4.0 * z))
+    with pytest.raises(ValueError, match="'relu' takes no beta"):
+        TinyLMConfig(vocab_size=16, ffn="key_value", beta=2.0)
+    with pytest.raises(ValueError, match="'gelu' takes no beta"):
+        TinyLMConfig(vocab_size=16, ffn="geglu", beta=2.0)
+    with pytest.raises(ValueError, match="beta must be finite and >= 0"):
+        TinyLMConfig(vocab_size=16, ffn="swiglu", beta=float("nan"))

@@ -606,3 +606,29 @@ def test_transforms_on_cuda():
 def test_scale_violation_needs_a_number():
     with pytest.raises(TypeError, match="alpha must be a number, got str"):
         scale_violation("silu", "2")
+
+
+def test_trained_exchange_violation_is_the_ratio_over_inputs_and_slots():
+    from kvattn.mlp import GatedMLP
+    from kvattn.symmetry import trained_exchange_violation
+
+    torch.manual_seed(0)
+    layer = GatedMLP(8, 5, variant="swiglu")
+    x = torch.randn(3, 7, 8)
+    a = x.reshape(-1, 8).double() @ layer.W_q.detach().double().T
+    b = x.reshape(-1, 8).double() @ layer.W_k.detach().double().T
+    silu = torch.nn.functional.silu
+    expected = ((silu(a) * b - silu(b) * a) ** 2).sum() / ((silu(a) * b) ** 2).sum()
+    assert trained_exchange_violation(layer, x) == pytest.approx(float(expected), rel=1e-12)
+    # exchange-symmetric case: a linear σ (the bilinear variant) gives exactly 0
+    assert trained_exchange_violation(GatedMLP(8, 5, variant="bilinear"), x) == 0.0
+    # with q = k for every slot, σ(a)b − σ(b)a = 0 whatever σ is
+    with torch.no_grad():
+        layer.W_k.copy_(layer.W_q)
+    assert trained_exchange_violation(layer, x) == 0.0
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 8\)"):
+        trained_exchange_violation(layer, torch.randn(4, 6))
+    with pytest.raises(ValueError, match="finite"):
+        trained_exchange_violation(layer, torch.full((2, 8), float("nan")))
+    with pytest.raises(TypeError, match="no query/key pair"):
+        trained_exchange_violation(torch.nn.Linear(8, 8), x)
