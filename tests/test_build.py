@@ -149,6 +149,17 @@ def test_static_javascript_is_served_from_book_static_not_root_static():
     assert not (ROOT / "_static").exists()
 
 
+def test_requirements_pin_an_ipykernel_without_the_unread_request_window():
+    """ipykernel 7 can leave an execute_request unread under load (ipython/ipykernel#1554): a
+    fast build stalled on it; the pin keeps 6.x until a fixed 7.x is verified here."""
+    pins = dict(
+        line.split("#")[0].strip().split("==")
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line.split("#")[0]
+    )
+    assert pins["ipykernel"].startswith("6."), pins["ipykernel"]
+
+
 def test_requirements_pin_torch_and_jupyter_book_1():
     lines = (ROOT / "requirements.txt").read_text().splitlines()
     assert "torch==2.13.0" in lines

@@ -91,7 +91,7 @@ def test_generic_hints_for_unlisted_mistakes():
     ):
         check("kv_memory", lambda x, K, V: 2 * F.relu(x @ K.T) @ V)
     with pytest.raises(ExerciseFailed, match="Hint: your result is the transpose"):
-        check("truncate_rank", lambda M, r: EXERCISES["truncate_rank"].reference(M, r).mT)
+        check("eckart_young", lambda M, r: EXERCISES["eckart_young"].reference(M, r).mT)
     with pytest.raises(ExerciseFailed) as info:
         check("causal_sdpa", lambda q, k, v: v)
     assert "Most likely" not in str(info.value) and "Hint" not in str(info.value)
@@ -305,7 +305,7 @@ def test_truncation_matches_the_layer_and_eckart_young():
     layer = mlp.FullBilinearAttentionMLP(5, 3, 5, rank=5).double()
     M = mlp.slot_matrices(layer)
     cut = mlp.slot_matrices(mlp.truncate_rank(layer, 2, cut="matrix"))
-    torch.testing.assert_close(EXERCISES["truncate_rank"].reference(M, 2), cut)
+    torch.testing.assert_close(EXERCISES["eckart_young"].reference(M, 2), cut)
     S = torch.linalg.svdvals(M)
     error = (M - cut).norm(dim=(-2, -1))
     torch.testing.assert_close(error, S[:, 2:].norm(dim=-1))
@@ -533,3 +533,19 @@ def test_gated_layer_refuses_an_activation_without_a_gated_variant():
         ValueError, match=r"act must be F\.silu, F\.relu, F\.gelu or torch\.sigmoid"
     ):
         exercises.ch04.gated_layer(W, W, W, torch.tanh)
+
+
+def test_minimum_detectable_effect_exercise_values_and_mistakes():
+    ref = EXERCISES["minimum_detectable_effect"].reference
+    # 8 pairs: t_{0.975,7} = 2.364624, t_{0.8,7} = 0.896029
+    assert ref(0.03, 8) == pytest.approx((2.364624252 + 0.896029340) * 0.03 / math.sqrt(8))
+    check("minimum_detectable_effect", lambda sd, n: ref(sd, n))
+    with pytest.raises(ExerciseFailed, match="normal quantiles"):
+        check("minimum_detectable_effect", lambda sd, n: (1.959964 + 0.841621) * sd / math.sqrt(n))
+    with pytest.raises(ExerciseFailed, match="divide sd by √n"):
+        check("minimum_detectable_effect", lambda sd, n: ref(sd, n) * math.sqrt(n))
+
+
+def test_eckart_young_exercise_names_the_slot_cut_as_a_mistake():
+    with pytest.raises(ExerciseFailed, match="the cut chapter 2 makes for the slot score"):
+        check("eckart_young", lambda M, r: mlp.score_cut(M, r)[0].mT @ mlp.score_cut(M, r)[1])

@@ -138,3 +138,14 @@ def test_dose_response_measures_each_trained_layer_and_summarises_paired_slopes(
         experiments.swish_beta_dose_response(tokens, betas=[0.0, 1.0], steps=2, lr=1e-2)
     with pytest.raises(ValueError, match="at least 2 betas and 2 seeds"):
         experiments.swish_beta_dose_response(tokens, betas=[1.0], steps=2, lr=1e-2)
+
+
+def test_contrast_interval_is_the_t_interval_and_matches_the_p_value():
+    c = paired_contrast("silu", [3.0, 3.1, 3.3, 3.2], [2.9, 3.05, 3.1, 3.2], 0.05, 0.8)
+    lo, hi = c.interval(0.95)
+    assert (lo + hi) / 2 == pytest.approx(c.mean)
+    assert (hi - lo) / 2 == pytest.approx(3.182446305284263 * c.se)  # t_{0.975, 3}
+    # the 1 − p interval has 0 on its edge: the duality of the test and the interval
+    assert min(abs(x) for x in c.interval(1 - c.p)) == pytest.approx(0, abs=1e-12)
+    with pytest.raises(ValueError, match="level must lie in"):
+        c.interval(1.0)

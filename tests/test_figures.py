@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import types
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
@@ -149,6 +150,12 @@ def test_out_of_range_numbers_and_choices_raise():
         widgets.symmetry_explorer("swish", math.nan)
     with pytest.raises(ValueError, match=r"^act must be one of 'identity', 'relu', .*; got 'tanh'"):
         widgets.symmetry_explorer("tanh")
+    with pytest.raises(ValueError, match=r"^rho must be in \[-0.9, 0.9\], got 0.95$"):
+        widgets.symmetry_explorer("swish", rho=0.95)
+    with pytest.raises(ValueError, match=r"transforms\['swiglu'\] lacks \['swap'\]"):
+        widgets.symmetry_explorer(transforms={"swiglu": {"alphas": [1.0], "scaled": [0.1]}})
+    with pytest.raises(ValueError, match="cloud's b"):
+        widgets.symmetry_explorer(cloud=(torch.zeros(3), torch.zeros(4), "unit"))
     with pytest.raises(ValueError, match=r"^rank must be in \[1, 64\], got 100$"):
         widgets.cost_explorer(768, rank=100)
     with pytest.raises(ValueError, match=r"^width_factor must be in \[1, 8\], got 0$"):
@@ -202,4 +209,43 @@ def test_valid_inputs_still_draw_every_point():
     fig = figures.line_plot(torch.tensor([1.0, 10.0, 100.0]), {"a": [3, 2, 1]}, log_x=True, **LINE)
     assert list(fig.data[0].x) == [1.0, 10.0, 100.0] and list(fig.data[0].y) == [3.0, 2.0, 1.0]
     fig = figures.symmetry_explorer([_profile("a"), _profile("b")], _profile())
-    assert [f.name for f in fig.frames] == ["a", "b"]
+    assert [f.name for f in fig.frames] == ["0: a", "1: b"]
+
+
+def test_symmetry_explorer_draws_the_input_contours_and_a_cloud():
+    from kvattn.symmetry import symmetry_profile
+
+    profiles = [symmetry_profile("silu", n=11, rho=r, mean=m) for r, m in [(0.0, 0.0), (0.6, 1.0)]]
+    fig = figures.symmetry_explorer(
+        profiles, profiles[0], labels=["independent", "ρ 0.6"], prefix="",
+        cloud=([0.1, -0.2], [0.3, 0.4], "trained unit"),
+    )  # fmt: skip
+    contour = fig.frames[1].data[4]
+    a = np.array([v for v in contour.y if v is not None])
+    b = np.array([v for v in contour.x if v is not None])
+    # the first 73 points are the 1σ contour: (a − μ, b − μ) has Mahalanobis radius 1 for ρ = 0.6
+    da, db = a[:73] - 1.0, b[:73] - 1.0
+    radius2 = (da**2 - 2 * 0.6 * da * db + db**2) / (1 - 0.36)
+    assert radius2 == pytest.approx(np.ones(73), abs=2e-2)
+    assert fig.data[-1].name == "trained unit" and list(fig.data[-1].y) == [0.1, -0.2]
+    assert "ρ = 0.6, mean 1" in fig.frames[1].layout.title.text
+    assert profiles[1].exchange < profiles[0].exchange  # correlated inputs are exchanged gently
+    with pytest.raises(ValueError, match="labels"):
+        figures.symmetry_explorer(profiles, profiles[0], labels=["one"])
+
+
+def test_dose_response_draws_one_line_per_seed_and_the_means_with_standard_errors():
+    v = [[0.0, 0.2], [0.4, 0.6]]
+    y = [[3.0, 3.2], [2.9, 3.3]]
+    fig = figures.dose_response([0.5, 4.0], v, y, title="t")
+    *seeds, means = fig.data
+    assert len(seeds) == 2 and list(seeds[1].x) == [0.2, 0.6] and list(seeds[1].y) == [3.2, 3.3]
+    assert list(means.x) == pytest.approx([0.1, 0.5]) and list(means.y) == pytest.approx([3.1, 3.1])
+    assert list(means.error_x.array) == pytest.approx([0.1, 0.1])  # sd/√2 of two values 0.2 apart
+    assert list(means.text) == ["β = 0.5", "β = 4"]
+    with pytest.raises(ValueError, match="one per β"):
+        figures.dose_response([1.0], v, y, title="t")
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        figures.dose_response([0.5, 4.0], [[0.1], [0.2]], [[3.0], [3.1]], title="t")
+    with pytest.raises(ValueError, match="final has shape"):
+        figures.dose_response([0.5, 4.0], v, [[3.0], [3.1]], title="t")

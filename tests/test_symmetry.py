@@ -632,3 +632,45 @@ def test_trained_exchange_violation_is_the_ratio_over_inputs_and_slots():
         trained_exchange_violation(layer, torch.full((2, 8), float("nan")))
     with pytest.raises(TypeError, match="no query/key pair"):
         trained_exchange_violation(torch.nn.Linear(8, 8), x)
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu", "relu"])
+def test_correlated_shifted_metrics_agree_with_monte_carlo_and_their_limits(act):
+    from kvattn.symmetry import exchange_violation, scale_violation
+
+    kwargs = dict(rho=0.5, mean=0.3)
+    q = exchange_violation(act, **kwargs)
+    mc = exchange_violation(act, method="monte_carlo", n_samples=1 << 22, seed=1, **kwargs)
+    assert q == pytest.approx(mc, rel=0.02)
+    q = scale_violation(act, 2.0, **kwargs)
+    mc = scale_violation(act, 2.0, method="monte_carlo", n_samples=1 << 22, seed=1, **kwargs)
+    assert q == pytest.approx(mc, rel=0.02, abs=1e-12)
+    # the 2-D rule at a tiny ρ reproduces the exact 1-D formula of independent inputs
+    assert exchange_violation(act, rho=1e-9) == pytest.approx(exchange_violation(act), rel=1e-6)
+    # a → b as ρ → 1: nothing left to exchange
+    assert exchange_violation(act, rho=0.999) < 1e-3
+
+
+def test_correlation_outside_the_open_interval_is_refused():
+    from kvattn.symmetry import exchange_violation
+
+    with pytest.raises(ValueError, match=r"rho must lie in \(−1, 1\)"):
+        exchange_violation("silu", rho=1.0)
+    with pytest.raises(ValueError, match="mean must be a finite number"):
+        exchange_violation("silu", mean=float("inf"))
+
+
+def test_trained_exchange_violation_per_slot_pools_to_the_layer_value():
+    from kvattn.mlp import GatedMLP
+    from kvattn.symmetry import trained_exchange_violation
+
+    torch.manual_seed(1)
+    layer = GatedMLP(6, 4, variant="geglu")
+    x = torch.randn(50, 6)
+    per = trained_exchange_violation(layer, x, per_slot=True)
+    assert per.shape == (4,) and bool((per >= 0).all())
+    with torch.no_grad():
+        a, b = x.double() @ layer.W_q.double().T, x.double() @ layer.W_k.double().T
+    weights = (layer.act(a) * b).pow(2).sum(0)
+    pooled = float((per * weights).sum() / weights.sum())
+    assert pooled == pytest.approx(trained_exchange_violation(layer, x), rel=1e-12)

@@ -1,12 +1,16 @@
 """Sphinx extension: a notebook whose kernel stops answering is run again, once, on a fresh kernel.
 
-Why: about one book build in ten on a loaded 2-core machine, the notebook client and its kernel
-stalled at the start of a notebook, the kernel idle (blocked in ``epoll``) and the client waiting
-for a reply that never came. Nothing would have moved until the cell timeout (1200 s) failed the
-build. No cell of the course waits on anything but its own computation, so a kernel that, with
-its child processes, uses almost no CPU for ``KVATTN_STALL_S`` seconds (default 180) while the
-client waits is stalled, not slow: even on a machine busy with two other processes a working
-kernel gets a good share of a core.
+Why: on a loaded 2-core machine a notebook's kernel and the build's client sometimes stalled, the
+kernel idle in its event loop (``epoll``) and the client waiting for a reply that never came;
+nothing would have moved until the cell timeout (1200 s) failed the build. We caught one with
+py-spy: every kernel thread idle, the client's loop idle. The known cause is ipykernel 7's shell
+channel, which can leave an ``execute_request`` unread when it arrives while a reply is being
+sent (ipython/ipykernel#1554; ipykernel 6 replied through the stream and had no such window), so
+requirements.txt pins ipykernel 6. This watchdog stays as the backstop for any other stall. No
+cell of the course waits on anything but its own computation, so a kernel that, with its child
+processes, uses almost no CPU for ``KVATTN_STALL_S`` seconds (default 180) while the client
+waits is stalled, not slow: even on a machine busy with two other processes a working kernel
+gets a good share of a core.
 
 When that happens, the watchdog kills the kernel, the client stops with ``DeadKernelError``, and
 the notebook runs again from its unexecuted source on a new kernel; the build log says so. A

@@ -411,3 +411,15 @@ def recipe(name: str) -> Path:
         As :func:`shipped` (the message lists the shipped recipes).
     """
     return _shipped_file("recipe", name, "recipes/{}.json")
+
+
+def experiment(name: str) -> Path:
+    """The JSON results ``data/experiments/<name>.json`` of a designed experiment the course ships
+    (read them with :func:`kvattn.experiments.load_shipped`); found like :func:`shipped`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped experiments).
+    """
+    return _shipped_file("experiment", name, "experiments/{}.json")

@@ -28,16 +28,17 @@ Statistics use ``scipy.stats`` (Student's t quantiles and tail probabilities).
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 from scipy import stats
 
-from .data import TokenData
+from .data import TokenData, experiment
 from .lm import TinyLM, TinyLMConfig
 from .mlp import matched_slots, mlp_cost
 from .symmetry import exchange_violation, trained_exchange_violation
@@ -64,6 +65,14 @@ class Contrast:
     p: float
     n: int
     mde: float  # minimum detectable effect at the design's alpha and power
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The two-sided Student-t confidence interval of the mean difference at ``level``
+        (nats/token). Raises ``ValueError`` unless 0 < level < 1."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must lie in (0, 1), got {level!r}")
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.se
+        return self.mean - half, self.mean + half
 
 
 @dataclass
@@ -101,6 +110,12 @@ class ContrastResult:
         out = asdict(self)
         out["contrasts"] = [asdict(c) for c in self.contrasts]
         return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ContrastResult:
+        """The inverse of ``to_dict``; raises ``ValueError`` naming missing or unknown keys."""
+        _check_keys(cls, d)
+        return cls(**{**d, "contrasts": [Contrast(**c) for c in d["contrasts"]]})
 
 
 def minimum_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -350,6 +365,58 @@ class DoseResponse:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DoseResponse:
+        """The inverse of ``to_dict``; raises ``ValueError`` naming missing or unknown keys."""
+        _check_keys(cls, d)
+        return cls(**d)
+
+
+def _check_keys(cls: type, d: dict) -> None:
+    if not isinstance(d, dict):
+        raise ValueError(f"expected a JSON object for {cls.__name__}, got {type(d).__name__}")
+    expected = {f.name for f in fields(cls)}
+    missing, unknown = sorted(expected - set(d)), sorted(set(d) - expected)
+    if missing or unknown:
+        raise ValueError(f"{cls.__name__}: missing keys {missing}, unknown keys {unknown}")
+
+
+@dataclass
+class ShippedExperiment:
+    """Chapter 5's experiments as shipped in ``data/experiments/``: the contrast, the
+    dose-response (``None`` if the run had no SiLU kinds) and how they were made (``provenance``:
+    torch, device, corpus, seconds, command)."""
+
+    contrast: ContrastResult
+    dose_response: DoseResponse | None
+    provenance: dict
+
+
+def load_shipped(name: str = "symmetry_contrast") -> ShippedExperiment:
+    """Read the results that ``tools/run_symmetry_contrast.py`` wrote to
+    ``data/experiments/<name>.json`` (plain JSON; nothing is unpickled).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such shipped experiment (the message lists them).
+    ValueError
+        The file is not the tool's output (a missing or unknown key is named).
+    """
+    raw = json.loads(experiment(name).read_text())
+    if not isinstance(raw, dict):
+        raise ValueError(f"data/experiments/{name}.json does not hold a JSON object")
+    raw = dict(raw)
+    dose = raw.pop("dose_response", None)
+    provenance = raw.pop("provenance", None)
+    if not isinstance(provenance, dict):
+        raise ValueError(f"data/experiments/{name}.json has no provenance object")
+    return ShippedExperiment(
+        ContrastResult.from_dict(raw),
+        DoseResponse.from_dict(dose) if dose is not None else None,
+        provenance,
+    )
 
 
 def _train_beta(

@@ -340,20 +340,38 @@ def slider(frame_names: Sequence[str], labels: Sequence[str], prefix: str) -> di
     return dict(active=0, currentvalue=dict(prefix=prefix), pad=dict(t=60), steps=steps)
 
 
-def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryProfile) -> go.Figure:
-    """The static face of the symmetry explorer: a slider over precomputed activations.
+def symmetry_explorer(
+    profiles: Sequence[SymmetryProfile],
+    reference: SymmetryProfile,
+    *,
+    labels: Sequence[str] | None = None,
+    prefix: str = "β = ",
+    cloud: tuple[Sequence[float], Sequence[float], str] | None = None,
+) -> go.Figure:
+    """The static face of the symmetry explorer: a slider over precomputed profiles.
 
-    Left: the pointwise exchange violation σ(a)b − σ(b)a. Middle: the gate g(z) = σ(z)/z, with
-    ``reference`` dashed for comparison. Right: the scale violation E_sc(α) against ``|α|``, circles
-    for α > 0 and squares for α < 0. The title reports the exchange violation E_ex.
-    ``profiles`` are typically Swish-β for a range of β.
+    Left: the pointwise exchange violation σ(a)b − σ(b)a, with the 1σ and 2σ contours of the
+    input distribution that the metrics average over (unit variances, correlation ρ, common
+    mean; circles for independent standard inputs) and, if ``cloud`` = (a, b, name) is given,
+    those points (e.g. a trained unit's standardised pre-activations). Middle: the gate
+    g(z) = σ(z)/z, with ``reference`` dashed for comparison. Right: the scale violation E_sc(α)
+    against ``|α|``, circles for α > 0 and squares for α < 0. The title reports E_ex (and ρ and the
+    mean when they are not 0). ``profiles`` are typically Swish-β for a range of β (the default
+    slider labels read β from each label) or one σ under several input distributions (pass
+    ``labels`` and a ``prefix``).
 
-    Raises ValueError when ``profiles`` is empty, TypeError when an item is no
+    Raises ValueError when ``profiles`` is empty, ``labels`` does not match it one to one, or
+    the cloud's a and b differ in length or are not finite; TypeError when an item is no
     :class:`~kvattn.symmetry.SymmetryProfile`.
     """
     _require_items("profiles", profiles, SymmetryProfile)
     if not isinstance(reference, SymmetryProfile):
         raise TypeError(f"reference must be a SymmetryProfile, got {type(reference).__name__}")
+    if labels is not None:
+        _require_length("labels", labels, len(profiles), "profile")
+    if cloud is not None:
+        cloud_a = _require_array("cloud's a", cloud[0], 1)
+        cloud_b = _require_array("cloud's b", cloud[1], cloud_a.shape, "one per a")
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -367,8 +385,21 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
     )
     zmax = max(float(p.violation.abs().max()) for p in profiles)
 
+    def contours(p: SymmetryProfile) -> tuple[list, list]:
+        t = np.linspace(0, 2 * np.pi, 73)
+        xs: list = []
+        ys: list = []
+        for radius in (1.0, 2.0):
+            z1, z2 = radius * np.cos(t), radius * np.sin(t)
+            ys += [*(p.mean + z1), None]
+            xs += [*(p.mean + p.rho * z1 + np.sqrt(1 - p.rho**2) * z2), None]
+        return [None if v is None else round(float(v), 3) for v in xs], [
+            None if v is None else round(float(v), 3) for v in ys
+        ]
+
     def traces(p: SymmetryProfile) -> list:
         pos = p.alphas > 0
+        ex, ey = contours(p)
         return [
             go.Heatmap(
                 z=_round(p.violation, 3),
@@ -401,12 +432,17 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
                 line=dict(color=COLORS["bilinear"]),
                 marker=dict(symbol="square"),
             ),
-        ]
+            go.Scatter(
+                x=ex, y=ey, name="inputs: 1σ, 2σ", mode="lines",
+                line=dict(color="#333333", width=1.5, dash="dot"),
+            ),
+        ]  # fmt: skip
 
     def title(p: SymmetryProfile) -> str:
-        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}"
+        inputs = f" (ρ = {p.rho:g}, mean {p.mean:g})" if p.rho or p.mean else ""
+        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}{inputs}"
 
-    heat, gate, scale_pos, scale_neg = traces(profiles[0])
+    heat, gate, scale_pos, scale_neg, ellipse = traces(profiles[0])
     fig.add_trace(heat, 1, 1)
     fig.add_trace(gate, 1, 2)
     fig.add_trace(
@@ -421,28 +457,41 @@ def symmetry_explorer(profiles: Sequence[SymmetryProfile], reference: SymmetryPr
     )
     fig.add_trace(scale_pos, 1, 3)
     fig.add_trace(scale_neg, 1, 3)
-    # Frames carry complete traces (with their axes), mapped onto traces 0, 1, 3 and 4.
+    fig.add_trace(ellipse, 1, 1)
+    if cloud is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=_round(cloud_b, 3), y=_round(cloud_a, 3), mode="markers", name=cloud[2],
+                marker=dict(size=3, color="#009E73", opacity=0.5),
+            ),
+            1,
+            1,
+        )  # fmt: skip
+    names = [f"{i}: {p.label}" for i, p in enumerate(profiles)]  # unique frame names
+    shown = list(labels) if labels is not None else [_short(p.label) for p in profiles]
+    # Frames carry complete traces (with their axes), mapped onto traces 0, 1, 3, 4 and 5.
+    axes = [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x3", "y3"), ("x", "y")]
     fig.frames = [
         go.Frame(
-            name=p.label,
+            name=name,
             data=[
-                t.update(xaxis=ax, yaxis=ay)
-                for t, (ax, ay) in zip(
-                    traces(p), [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x3", "y3")], strict=True
-                )
+                t.update(xaxis=ax, yaxis=ay) for t, (ax, ay) in zip(traces(p), axes, strict=True)
             ],
-            traces=[0, 1, 3, 4],
+            traces=[0, 1, 3, 4, 5],
             layout=dict(title_text=title(p)),
         )
-        for p in profiles
+        for name, p in zip(names, profiles, strict=True)
     ]
+    extent = float(profiles[0].grid.abs().max())
     fig.update_layout(
         title=title(profiles[0]),
         height=460,
         showlegend=False,
-        sliders=[slider([p.label for p in profiles], [_short(p.label) for p in profiles], "β = ")],
+        sliders=[slider(names, shown, prefix)],
         **LAYOUT,
     )
+    fig.update_xaxes(range=[-extent, extent], row=1, col=1)
+    fig.update_yaxes(range=[-extent, extent], row=1, col=1)
     fig.update_xaxes(title_text="b", row=1, col=1)
     fig.update_yaxes(title_text="a", row=1, col=1)
     fig.update_xaxes(title_text="z", row=1, col=2)
@@ -663,6 +712,64 @@ def points_with_errors(
         )
     )
     fig.update_layout(title=title, yaxis_title=yaxis, height=height, **LAYOUT)
+    return fig
+
+
+def dose_response(
+    betas: Sequence[float],
+    violation: Sequence[Sequence[float]],
+    final: Sequence[Sequence[float]],
+    *,
+    title: str,
+    height: int = 420,
+) -> go.Figure:
+    """Final loss against measured exchange violation, one point per β (mean over seeds, ± one
+    standard error both ways) and one thin grey line per seed joining its runs across β, so the
+    pairing by seed stays visible (chapter 5's Swish-β dose-response).
+
+    ``violation[i][s]`` and ``final[i][s]`` are the trained layer's violation and its final loss
+    (nats/token) at ``betas[i]`` and seed s.
+
+    Raises ValueError when ``betas`` is empty, the two tables are not ``(len(betas), seeds)``
+    with at least 2 seeds, or a value is not finite.
+    """
+    n = len(_require_items("betas", betas))
+    v = _require_array("violation", violation, 2, "one row per β, one column per seed")
+    if v.shape[0] != n:
+        raise ValueError(f"violation has {v.shape[0]} rows, expected one per β ({n})")
+    y = _require_array("final", final, v.shape, "the shape of violation")
+    if v.shape[1] < 2:
+        raise ValueError(f"need at least 2 seeds per β for error bars, got {v.shape[1]}")
+    root = np.sqrt(v.shape[1])
+    fig = go.Figure()
+    for s in range(v.shape[1]):
+        fig.add_trace(
+            go.Scatter(
+                x=_round(v[:, s]), y=_round(y[:, s], 5), mode="lines",
+                line=dict(color="#BBBBBB", width=1), showlegend=s == 0, name="one seed",
+                hoverinfo="skip",
+            )
+        )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=_round(v.mean(1)),
+            y=_round(y.mean(1), 5),
+            mode="markers+text",
+            text=[f"β = {b:g}" for b in betas],
+            textposition="top center",
+            marker=dict(size=11, color="#D55E00"),
+            name="mean over seeds",
+            error_x=dict(type="data", array=_round(v.std(1, ddof=1) / root), color="#555555"),
+            error_y=dict(type="data", array=_round(y.std(1, ddof=1) / root, 5), color="#555555"),
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title="exchange violation of the trained layer on its inputs",
+        yaxis_title="final validation loss (nats/token)",
+        height=height,
+        **LAYOUT,
+    )
     return fig
 
 

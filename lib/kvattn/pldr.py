@@ -2,9 +2,10 @@
 
 The architecture follows the published PLDR-LLM v51 reference code (Gokden 2025, arXiv
 2502.13502; its PyTorch implementation is the authority, summarised with shapes in the course's
-``pldr-spec``). For one head, with post-RoPE queries q_s and keys k_s of a block of S tokens:
+``pldr-spec``). For one head, with post-RoPE queries q_s and keys k_s of a block of S tokens
+(row vectors of size d_k, as everywhere in the course, so q_sᵀ q_s is a d_k × d_k matrix):
 
-    A0   = Σ_s q_s q_sᵀ                         density (Gram) operator, d_k × d_k
+    A0   = Σ_s q_sᵀ q_s                         density (Gram) operator, d_k × d_k
     A    = MetricLearner(LayerNorm(A0))          num_reslayerA residual SwiGLU units on the rows
     A_LM = iSwiGLU(W A + b_W) + ε,  iSwiGLU(u) = u·silu(u)          positive metric tensor
     A_P  = A_LM^{∘P}                             elementwise power (potential tensor)
@@ -434,7 +435,7 @@ def random_G(num_heads: int, d_k: int) -> Tensor:
 @dataclass
 class LayerCache:
     """Decoding state of one attention layer: post-RoPE keys and values ``[B, H, T, d_k]``, the
-    key mask ``padding`` (bool ``[B, T]``, True at blocked keys), the running density Σ q qᵀ
+    key mask ``padding`` (bool ``[B, T]``, True at blocked keys), the running density Σ qᵀ q
     ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode ``"kv+g"``)."""
 
     k: Tensor

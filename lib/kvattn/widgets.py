@@ -72,29 +72,74 @@ COST_MAX_RANK = 64
 COST_MAX_WIDTH_FACTOR = 8
 
 
-def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
-    """Pick an activation (and β for Swish-β): see σ(a)b − σ(b)a, the gate g(z) and E_sc(α).
+#: The ρ slider's range (correlation of the two factors a, b).
+RHO_RANGE = (-0.9, 0.9)
+#: The mean slider's range (common mean of a and b).
+MEAN_RANGE = (-2.0, 2.0)
 
-    ``act`` is a name of :data:`ACTIVATIONS`; ``beta`` lies in [10^−1.3, 10^1.3] (the slider's
-    range, :data:`BETA_LOG10`); anything else raises ValueError.
+
+def symmetry_explorer(
+    act: str = "swish",
+    beta: float = 1.0,
+    rho: float = 0.0,
+    mean: float = 0.0,
+    *,
+    cloud: tuple[Tensor, Tensor, str] | None = None,
+    transforms: Mapping[str, Mapping[str, object]] | None = None,
+) -> widgets.VBox:
+    """Pick an activation (and β for Swish-β) and the inputs' correlation ρ and common mean: see
+    σ(a)b − σ(b)a with the inputs' 1σ and 2σ contours, the gate g(z) and E_sc(α); the title gives
+    E_ex for those inputs (:func:`kvattn.symmetry.exchange_violation` with ``rho``, ``mean``).
+
+    ``cloud`` = (a, b, name) adds points to the first panel (e.g. a trained unit's standardised
+    pre-activations). ``transforms`` adds a fourth panel, a trained layer per name with keys
+    ``"alphas"`` (positive α), ``"scaled"`` (its loss after (q, k) → (αq, k/α) at each α) and
+    ``"swap"`` (its loss after q ↔ k), as chapter 4 measures them.
+
+    ``act`` is a name of :data:`ACTIVATIONS`; ``beta`` lies in [10^−1.3, 10^1.3]
+    (:data:`BETA_LOG10`), ``rho`` in :data:`RHO_RANGE`, ``mean`` in :data:`MEAN_RANGE`; anything
+    else, a cloud whose a and b differ in length, or a transform entry without those keys
+    raises ValueError.
     """
     _require_choice("act", act, [name for _, name in ACTIVATIONS])
     _require_number("beta", beta, 10 ** BETA_LOG10[0], 10 ** BETA_LOG10[1])
+    _require_number("rho", rho, *RHO_RANGE)
+    _require_number("mean", mean, *MEAN_RANGE)
+    if cloud is not None:
+        cloud_a = _require_array("cloud's a", cloud[0], 1)
+        cloud_b = _require_array("cloud's b", cloud[1], cloud_a.shape, "one per a")
+    for name, entry in (transforms or {}).items():
+        missing = {"alphas", "scaled", "swap"} - set(entry)
+        if missing:
+            raise ValueError(f"transforms[{name!r}] lacks {sorted(missing)}")
+        _require_array(f"transforms[{name!r}]['alphas']", entry["alphas"], 1, positive=True)
+        _require_length(
+            f"transforms[{name!r}]['scaled']", entry["scaled"], len(entry["alphas"]), "α"
+        )
     act_box = widgets.Dropdown(options=list(ACTIVATIONS), value=act, description="σ")
     beta_box = widgets.FloatLogSlider(
-        value=beta,
-        base=10,
-        min=BETA_LOG10[0],
-        max=BETA_LOG10[1],
-        step=0.05,
-        description="β",
+        value=beta, base=10, min=BETA_LOG10[0], max=BETA_LOG10[1], step=0.05, description="β",
         continuous_update=False,
-    )
+    )  # fmt: skip
+    rho_box = widgets.FloatSlider(
+        value=rho, min=RHO_RANGE[0], max=RHO_RANGE[1], step=0.1, description="ρ",
+        continuous_update=False,
+    )  # fmt: skip
+    mean_box = widgets.FloatSlider(
+        value=mean, min=MEAN_RANGE[0], max=MEAN_RANGE[1], step=0.25, description="mean",
+        continuous_update=False,
+    )  # fmt: skip
 
     def draw() -> None:
         beta_box.disabled = act_box.value != "swish"
-        p = symmetry_profile(act_box.value, beta_box.value if act_box.value == "swish" else None)
-        fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), dpi=72)
+        p = symmetry_profile(
+            act_box.value,
+            beta_box.value if act_box.value == "swish" else None,
+            rho=rho_box.value,
+            mean=mean_box.value,
+        )
+        n_panels = 4 if transforms else 3
+        fig, axes = plt.subplots(1, n_panels, figsize=(3.7 * n_panels, 3.4), dpi=72)
         lim = float(p.violation.abs().max()) or 1.0
         g = p.grid.numpy()
         im = axes[0].imshow(
@@ -106,7 +151,15 @@ def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
             extent=(g[0], g[-1], g[0], g[-1]),
         )
         fig.colorbar(im, ax=axes[0], shrink=0.8)
-        axes[0].set(xlabel="b", ylabel="a", title="σ(a)b − σ(b)a")
+        t = torch.linspace(0, 2 * torch.pi, 73, dtype=torch.float64)
+        for radius in (1.0, 2.0):
+            z1, z2 = radius * t.cos(), radius * t.sin()
+            axes[0].plot(p.mean + p.rho * z1 + (1 - p.rho**2) ** 0.5 * z2, p.mean + z1, "k:", lw=1)
+        if cloud is not None:
+            axes[0].scatter(cloud_b, cloud_a, s=3, alpha=0.4, color="#009E73", label=cloud[2])
+            axes[0].legend(loc="lower right", fontsize=8)
+        axes[0].set(xlim=(g[0], g[-1]), ylim=(g[0], g[-1]))
+        axes[0].set(xlabel="b", ylabel="a", title="σ(a)b − σ(b)a; inputs 1σ, 2σ")
         if p.gate is None:
             axes[1].text(0.5, 0.5, "no gate: σ(0) ≠ 0", ha="center", va="center")
         else:
@@ -125,10 +178,19 @@ def symmetry_explorer(act: str = "swish", beta: float = 1.0) -> widgets.VBox:
         )
         axes[2].set(xlabel="|α|", title="scale violation E_sc(α)")
         axes[2].legend()
-        fig.suptitle(f"{p.label}: exchange violation E_ex = {p.exchange:.3f}")
+        if transforms:
+            for name, entry in transforms.items():
+                axes[3].loglog(
+                    entry["alphas"], entry["scaled"], "o-", ms=3, color=COLORS.get(name),
+                    label=f"{name} (swap: {float(entry['swap']):.3g})",
+                )  # fmt: skip
+            axes[3].set(xlabel="α > 0", title="trained: loss after (αq, k/α)")
+            axes[3].legend(fontsize=7)
+        inputs = f", inputs ρ = {p.rho:g}, mean {p.mean:g}" if p.rho or p.mean else ""
+        fig.suptitle(f"{p.label}: exchange violation E_ex = {p.exchange:.3f}{inputs}")
         fig.tight_layout()
 
-    return _live([act_box, beta_box], draw)
+    return _live([act_box, beta_box, rho_box, mean_box], draw)
 
 
 def slot_explorer(

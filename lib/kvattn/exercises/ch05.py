@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import train
+from .. import experiments, train
 from ..mlp import matched_slots as _matched_slots
 from ..mlp import mlp_cost
 from ._checker import Case, Exercise, Mistake, randn, register
@@ -18,6 +18,13 @@ def _truncate_cases(gen):
         Case("r=1", (randn(gen, 2, 4, 4), 1)),
         Case("full rank kept", (randn(gen, 2, 3, 3), 3)),
     ]
+
+
+def _slot_cut(M, r):
+    from ..mlp import score_cut
+
+    Q, K = score_cut(M, r)
+    return Q.transpose(-1, -2) @ K  # Σ_s q_s k_sᵀ
 
 
 def _truncate(M, r):
@@ -51,14 +58,37 @@ def _paired_t_cases(gen):
     ]
 
 
+def _mde_cases(_gen):
+    return [
+        Case("8 pairs, sd 0.03", (0.03, 8)),
+        Case("4 pairs, sd 0.024", (0.024, 4)),
+        Case("30 pairs, sd 1", (1.0, 30)),
+        Case("2 pairs", (0.1, 2)),
+    ]
+
+
+def _mde_normal(sd, n):
+    from scipy import stats
+
+    return (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / math.sqrt(n)
+
+
+def _mde_t(alpha_tail, power):
+    from scipy import stats
+
+    return lambda sd, n: (
+        (stats.t.ppf(1 - alpha_tail, n - 1) + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n)
+    )
+
+
 register(
     Exercise(
-        "truncate_rank",
+        "eckart_young",
         5,
-        "truncate_rank(M, r) -> Tensor",
-        "The best rank-r approximation (Frobenius norm) of every matrix in M (..., d, d): "
-        "keep the "
-        "r largest singular values (Eckart–Young).",
+        "eckart_young(M, r) -> Tensor",
+        "The best rank-r approximation in Frobenius norm of every matrix in M (..., d, d), "
+        "by the Eckart–Young theorem. (It is the best rank-r *matrix*; chapter 2 shows that the "
+        "best rank-r *slot* for the score x M xᵀ is a different cut.)",
         _truncate,
         _truncate_cases,
         (
@@ -72,6 +102,11 @@ register(
             Mistake(
                 "the singular values were dropped: M_r = U_r diag(S_r) V_rᵀ.",
                 lambda M, r: (lambda U, S, Vh: U[..., :r] @ Vh[..., :r, :])(*torch.linalg.svd(M)),
+            ),
+            Mistake(
+                "this is the cut chapter 2 makes for the slot score (eigenpairs of the symmetric "
+                "part), not the best rank-r approximation of the matrix itself.",
+                lambda M, r: _slot_cut(M, r),
             ),
         ),
     ),
@@ -126,6 +161,39 @@ register(
                         + torch.tensor(b).var().item() / len(b)
                     )
                 ),
+            ),
+        ),
+    ),
+    Exercise(
+        "minimum_detectable_effect",
+        5,
+        "minimum_detectable_effect(sd, n) -> float",
+        "The smallest true mean difference that a two-sided paired t-test at level 0.05 on n "
+        "pairs detects with probability 0.8, when the paired differences have standard "
+        "deviation sd (same units as sd). Use Student-t quantiles with n − 1 degrees of freedom "
+        "(scipy.stats.t.ppf).",
+        lambda sd, n: experiments.minimum_detectable_effect(sd, n),
+        _mde_cases,
+        (
+            Mistake(
+                "normal quantiles (1.96 + 0.84): with few pairs the t distribution's heavier "
+                "tails make the detectable effect larger; use t quantiles with n − 1 degrees of "
+                "freedom.",
+                _mde_normal,
+            ),
+            Mistake(
+                "one-sided level: a two-sided test at 0.05 puts 0.025 in each tail, so the "
+                "critical value is the 0.975 quantile.",
+                _mde_t(0.05, 0.8),
+            ),
+            Mistake(
+                "the power quantile was subtracted or left out: the test statistic's centre must "
+                "sit t_{0.8} above the critical value, so the two quantiles add.",
+                _mde_t(0.025, 0.5),
+            ),
+            Mistake(
+                "the spread of one difference was used, not of the mean: divide sd by √n.",
+                lambda sd, n: _mde_t(0.025, 0.8)(sd, n) * math.sqrt(n),
             ),
         ),
     ),
