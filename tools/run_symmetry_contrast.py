@@ -38,7 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--select-seeds", type=int, default=1, help="seeds 1000, 1001, ...")
     parser.add_argument("--test-seeds", type=int, default=8, help="seeds 0, 1, ...")
     parser.add_argument("--acts", nargs="+", default=list(experiments.CONTRASTS))
-    parser.add_argument("--betas", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0, 8.0])
+    parser.add_argument(
+        "--betas",
+        type=float,
+        nargs="*",
+        default=[0.25, 0.5, 1.0, 2.0, 8.0],
+        help="Swish-β values of the dose-response (none: skip it)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="processes, one thread each")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
     )
     dose = None
-    if "silu gated" in result.chosen_lr:
+    if args.betas and "silu gated" in result.chosen_lr:
         dose = experiments.swish_beta_dose_response(
             tokens,
             betas=args.betas,
