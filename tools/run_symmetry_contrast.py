@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         help="Swish-β values of the dose-response (none: skip it)",
     )
     parser.add_argument("--workers", type=int, default=1, help="processes, one thread each")
+    parser.add_argument(
+        "--no-references",
+        action="store_true",
+        help="train only the symmetric and gated kinds (no bilinear and key-value references)",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
@@ -62,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         test_seeds=list(range(args.test_seeds)),
         device=args.device,
         workers=args.workers,
+        references=not args.no_references,
     )
     dose = None
     if args.betas and "silu gated" in result.chosen_lr:
