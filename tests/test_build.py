@@ -89,7 +89,7 @@ def _build_stalling_book(tmp_path: Path, mode: str) -> tuple[int, str]:
         "title": "stalling fixture",
         "only_build_toc_files": True,
         "execute": {"execute_notebooks": "force", "timeout": 600},
-        "sphinx": {"local_extensions": {"kernel_watchdog": str(ROOT / "book" / "_ext")}},
+        "sphinx": {"local_extensions": {"notebook_execution": str(ROOT / "book" / "_ext")}},
     }
     (book / "_config.yml").write_text(yaml.safe_dump(config))
     result = subprocess.run(
@@ -122,9 +122,9 @@ def test_a_kernel_that_stalls_twice_fails_the_build_naming_the_notebook(tmp_path
     assert "stalls.ipynb: the kernel stopped answering twice" in log
 
 
-def test_the_course_build_runs_the_kernel_watchdog():
+def test_the_course_build_runs_the_notebook_execution_extension():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert config["sphinx"]["local_extensions"]["kernel_watchdog"] == "book/_ext"
+    assert config["sphinx"]["local_extensions"]["notebook_execution"] == "book/_ext"
 
 
 def test_course_config_raises_on_notebook_errors():
@@ -165,3 +165,30 @@ def test_requirements_pin_torch_and_jupyter_book_1():
     assert "torch==2.13.0" in lines
     jb = [line for line in lines if line.startswith("jupyter-book")]
     assert jb and jb[0].split("==")[-1].startswith("1.")
+
+
+def test_the_build_never_sends_output_widget_state_back_on_the_shell_socket(monkeypatch):
+    """nbclient's stand-in for the Output widget sent each new state to the kernel on the shell
+    socket while the reply task awaited it, which could swallow the reply's wake-up (a fast build
+    stalled on a live explorer's cell). The extension drops that message; the state is kept."""
+    import types
+
+    from myst_nb.core.execute.direct import NotebookClientDirect
+    from nbclient.output_widget import OutputWidget
+
+    monkeypatch.syspath_prepend(str(ROOT / "book" / "_ext"))
+    monkeypatch.setattr(OutputWidget, "_publish_msg", OutputWidget._publish_msg)
+    monkeypatch.setattr(NotebookClientDirect, "start_client", NotebookClientDirect.start_client)
+    import notebook_execution
+
+    notebook_execution.setup(types.SimpleNamespace())
+    sent = []
+    channel = types.SimpleNamespace(send=sent.append)
+    session = types.SimpleNamespace(msg=lambda msg_type, **_: {"msg_type": msg_type})
+    client = types.SimpleNamespace(shell_channel=channel, session=session)
+    executor = types.SimpleNamespace(widget_state={"w": {}})
+    widget = OutputWidget("w", {"outputs": []}, client, executor)
+    widget.outputs = [{"output_type": "stream", "name": "stdout", "text": "x"}]
+    widget.sync_state()
+    assert sent == []  # nothing went to the kernel
+    assert getattr(NotebookClientDirect.start_client, "_kvattn_watched", False)

@@ -316,8 +316,19 @@ def test_deductive_profile_of_a_constant_g_model_has_no_spread():
     profile = D.deductive_profile(D.deductive_tensors(plga, prompts), 0, 1)
     assert profile.order["G_LM"] > 1e-6 and profile.spread["G_LM"].abs().max() > 0
     assert set(profile.first) == set(D.DEDUCTIVE)
+    assert profile.order_rms["G_LM"] > 1e-6 and profile.relative_spread("G_LM") > 0
     with pytest.raises(ValueError, match="at least two prompts"):
         D.deductive_profile(D.deductive_tensors(plga, prompts[:1]), 0, 0)
+    from kvattn.pldr import constant_g_from
+
+    with torch.no_grad():
+        G = [o.G_LM[0] for o in plga(prompts[0], output_pldr_attentions=True).pldr_attentions]
+    fixed = D.deductive_profile(
+        D.deductive_tensors(constant_g_from(plga, G), prompts), 0, 1, label="constant-G"
+    )
+    assert set(fixed.first) == {"G_LM"} and fixed.label == "constant-G"
+    torch.testing.assert_close(fixed.first["G_LM"], G[0][1].double())
+    assert fixed.order["G_LM"] == fixed.order_rms["G_LM"] == fixed.relative_spread("G_LM") == 0.0
     profile0 = D.head_profile(_gpt(), torch.randint(4, 60, (1, 7)), 1, 0, max_distance=4)
     assert profile0.E.shape == (7, 7) and profile0.asym.shape == (4,)
     assert torch.allclose(profile0.E.sum(-1), torch.ones(7, dtype=torch.float64))

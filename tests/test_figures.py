@@ -249,3 +249,28 @@ def test_dose_response_draws_one_line_per_seed_and_the_means_with_standard_error
         figures.dose_response([0.5, 4.0], [[0.1], [0.2]], [[3.0], [3.1]], title="t")
     with pytest.raises(ValueError, match="final has shape"):
         figures.dose_response([0.5, 4.0], v, [[3.0], [3.1]], title="t")
+
+
+def test_deductive_explorer_has_a_colour_bar_per_panel_and_marks_what_a_model_lacks():
+    from kvattn.diagnostics import DEDUCTIVE, DeductiveProfile
+
+    gen = torch.Generator().manual_seed(0)
+    full = {n: torch.randn(4, 4, generator=gen, dtype=torch.float64) for n in DEDUCTIVE}
+    spread = {n: 0.1 * v.abs() for n, v in full.items()}
+    trained = DeductiveProfile(
+        0, 1, full, spread, dict.fromkeys(DEDUCTIVE, 2.0), dict.fromkeys(DEDUCTIVE, 0.3), "trained"
+    )
+    fixed = DeductiveProfile(
+        0, 1, {"G_LM": full["G_LM"]}, {"G_LM": torch.zeros(4, 4, dtype=torch.float64)},
+        {"G_LM": 0.0}, {"G_LM": 0.0}, "constant-G",
+    )  # fmt: skip
+    fig = figures.deductive_explorer([trained, fixed])
+    assert [f.name for f in fig.frames] == ["0: trained L0 H1", "1: constant-G L0 H1"]
+    first = fig.frames[0].data
+    assert all(t.colorbar.thickness == 8 for t in first)  # every panel has its colour bar
+    # the spread row has its own scale: its top is the largest spread, not the tensor's
+    assert first[4].zmax == pytest.approx(float(spread["A"].max()))
+    assert "trained: layer 0, head 1" in fig.frames[0].layout.title.text
+    assert "A not computed" in fig.frames[1].layout.title.text
+    assert fig.frames[1].data[0].showscale is False  # A of the constant-G model: blank
+    assert "G_LM 0 | 0 | 0" in fig.frames[1].layout.title.text

@@ -11,7 +11,7 @@ that analyses never mix devices and work on Apple MPS, which has no float64.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -470,9 +470,12 @@ class DeductiveProfile:
     ``first[name]``: the tensor on the first prompt, ``[d_k, d_k]``; ``spread[name]``: its
     standard deviation across the prompts, entry by entry; ``order[name]``: the order parameter
     (SOC normalisation: RMSE over the magnitude of the mean) between the first prompt and each
-    other, averaged; for every name in :data:`DEDUCTIVE`. ``nan`` where that normalisation is
-    undefined (the first prompt's tensor has mean exactly 0 and another prompt's differs, as A of
-    a freshly initialised model): see :func:`order_parameter`.
+    other, averaged; ``order_rms[name]``: the same with the audit's RMS normalisation; for every
+    name in :data:`DEDUCTIVE` that the model computes (a constant-G model has G_LM only).
+    ``order`` is ``nan`` where its normalisation is undefined (the first prompt's tensor has mean
+    exactly 0 and another prompt's differs, as A of a freshly initialised model): see
+    :func:`order_parameter`. ``label`` names the model (e.g. "trained") for explorers that
+    compare several.
     """
 
     layer: int
@@ -480,6 +483,13 @@ class DeductiveProfile:
     first: dict[str, Tensor]
     spread: dict[str, Tensor]
     order: dict[str, float]
+    order_rms: dict[str, float] = field(default_factory=dict)
+    label: str = ""
+
+    def relative_spread(self, name: str) -> float:
+        """rms of the spread over rms of the first prompt's tensor (0: input-invariant)."""
+        rms = float(self.first[name].pow(2).mean().sqrt())
+        return float(self.spread[name].pow(2).mean().sqrt()) / rms if rms else math.nan
 
 
 @torch.no_grad()
@@ -489,9 +499,13 @@ def deductive_tensors(model, prompts: list[Tensor]) -> list[list]:
     return [model(ids, output_pldr_attentions=True).pldr_attentions for ids in prompts]
 
 
-def deductive_profile(outputs: list[list], layer: int, head: int) -> DeductiveProfile:
+def deductive_profile(
+    outputs: list[list], layer: int, head: int, label: str = ""
+) -> DeductiveProfile:
     """Summarise :func:`deductive_tensors` for one layer and head (needs 2+ prompts); tensors on
-    any device, results on the CPU in float64.
+    any device, results on the CPU in float64. Tensors the model does not compute (None, as A of
+    a constant-G model) are left out; a constant-G model's G_LM ``[H, d_k, d_k]`` is the same for
+    every prompt.
 
     Raises
     ------
@@ -501,17 +515,28 @@ def deductive_profile(outputs: list[list], layer: int, head: int) -> DeductivePr
     if len(outputs) < 2:
         raise ValueError("need the deductive tensors of at least two prompts")
     _index(layer, "layer", len(outputs[0]))
-    _index(head, "head", outputs[0][layer].G_LM.shape[1])
-    first, spread, order = {}, {}, {}
+    G = outputs[0][layer].G_LM
+    _index(head, "head", G.shape[0] if G.ndim == 3 else G.shape[1])
+    first, spread, order, order_rms = {}, {}, {}, {}
     for name in DEDUCTIVE:
-        stack = torch.stack([cpu64(getattr(o[layer], name)[0, head]) for o in outputs])
+        if getattr(outputs[0][layer], name) is None:
+            continue
+        stack = torch.stack(
+            [
+                cpu64(t[head] if t.ndim == 3 else t[0, head])
+                for t in (getattr(o[layer], name) for o in outputs)
+            ]
+        )
         first[name] = stack[0]
         spread[name] = stack.std(0)
         if float(stack[0].mean()) == 0.0 and not bool((stack == stack[0]).all()):
             order[name] = math.nan
         else:
             order[name] = sum(order_parameter(stack[0], s) for s in stack[1:]) / (len(stack) - 1)
-    return DeductiveProfile(layer, head, first, spread, order)
+        order_rms[name] = sum(order_parameter(stack[0], s, "rms") for s in stack[1:]) / (
+            len(stack) - 1
+        )
+    return DeductiveProfile(layer, head, first, spread, order, order_rms, label)
 
 
 # ---------------------------------------------------------------------------------------------

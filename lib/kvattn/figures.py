@@ -14,6 +14,7 @@ helpers below, shared with :mod:`kvattn.widgets`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Sized
+from itertools import pairwise
 from numbers import Integral, Real
 
 import numpy as np
@@ -923,12 +924,17 @@ def attention_explorer(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -
 
 
 def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
-    """The static face of the G_LM invariance explorer: a slider over (layer, head).
+    """The static face of the G_LM invariance explorer: a slider over (model, layer, head).
 
-    Top row: A, A_LM, A_P and G_LM on the first prompt (each on its own colour scale); bottom row:
-    their entry-wise standard deviation across the prompts, on the top row's scale, so a blank
-    bottom panel means a tensor that does not depend on the prompt. Subplot titles give the order
-    parameter of each tensor.
+    Top row: A, A_LM, A_P and G_LM on the first prompt, each with its own symmetric colour scale;
+    bottom row: their entry-wise standard deviation across the prompts, each on its own scale
+    (so a small spread is still visible; the colour bars give its size), every panel with its
+    colour bar. The title gives, per tensor, both order parameters (by the magnitude of the mean
+    and by the RMS) and the relative spread (rms of the spread over rms of the tensor), with the
+    ratio of relative spreads from one stage to the next (below 1: that stage made the prompts'
+    tensors more alike). Profiles labelled with their model (``DeductiveProfile.label``) let the
+    slider compare e.g. an initial, a trained and a constant-G model; a tensor a model does not
+    compute (a constant-G model's A) is drawn blank and marked "not computed".
 
     Raises ValueError when ``profiles`` is empty, TypeError when an item is no
     :class:`~kvattn.diagnostics.DeductiveProfile`.
@@ -939,55 +945,83 @@ def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
         rows=2,
         cols=4,
         vertical_spacing=0.1,
-        horizontal_spacing=0.03,
-        subplot_titles=[f"{n}" for n in names] + [f"spread of {n}" for n in names],
+        horizontal_spacing=0.07,
+        subplot_titles=[f"{n}, first prompt" for n in names] + [f"spread of {n}" for n in names],
     )
+    bars = []
+    for i in range(8):
+        suffix = "" if i == 0 else str(i + 1)
+        xd, yd = fig.layout[f"xaxis{suffix}"].domain, fig.layout[f"yaxis{suffix}"].domain
+        bars.append(
+            dict(
+                x=xd[1] + 0.004, y=(yd[0] + yd[1]) / 2, len=yd[1] - yd[0], thickness=8,
+                xanchor="left", tickfont=dict(size=9), exponentformat="e",
+            )
+        )  # fmt: skip
 
     def traces(p: DeductiveProfile) -> list:
         out = []
-        for row in ("first", "spread"):
-            for n in names:
-                scale = float(p.first[n].abs().max()) or 1.0
+        for r, row in enumerate(("first", "spread")):
+            for c, n in enumerate(names):
+                bar = bars[4 * r + c]
+                if n not in p.first:
+                    out.append(go.Heatmap(z=[[0.0]], colorscale="Greys", zmin=0, zmax=1,
+                                          showscale=False))  # fmt: skip
+                    continue
                 z = getattr(p, row)[n]
-                out.append(
-                    go.Heatmap(
-                        z=_round(z, 4),
-                        colorscale="RdBu_r" if row == "first" else "Greys",
-                        zmin=-scale if row == "first" else 0,
-                        zmax=scale,
-                        showscale=False,
-                    )
-                )
+                top = float(z.abs().max())
+                if row == "first":
+                    scale = top or 1.0
+                    kwargs = dict(colorscale="RdBu_r", zmin=-scale, zmax=scale)
+                else:
+                    kwargs = dict(colorscale="Viridis", zmin=0, zmax=top or 1.0)
+                out.append(go.Heatmap(z=_round(z, 5), colorbar=bar, **kwargs))
         return out
 
     def title(p: DeductiveProfile) -> str:
-        orders = ", ".join(f"{n} {p.order[n]:.1e}" for n in names)
-        return f"layer {p.layer}, head {p.head}: order parameter {orders}"
+        who = f"{p.label}: " if p.label else ""
+        parts = []
+        for n in names:
+            if n not in p.first:
+                parts.append(f"{n} not computed")
+                continue
+            parts.append(
+                f"{n} {p.order[n]:.2g} | {p.order_rms.get(n, float('nan')):.2g} | "
+                f"{p.relative_spread(n):.2g}"
+            )
+        present = [n for n in names if n in p.first]
+        steps = [
+            f"{a}→{b} {p.relative_spread(b) / p.relative_spread(a):.2f}"
+            for a, b in pairwise(present)
+            if p.relative_spread(a) > 0
+        ]
+        return (
+            f"{who}layer {p.layer}, head {p.head}; order parameter by |mean| | by RMS | relative "
+            "spread:<br>"
+            + "; ".join(parts)
+            + ("<br>stage ratios of the relative spread: " + ", ".join(steps) if steps else "")
+        )
 
     for i, trace in enumerate(traces(profiles[0])):
         fig.add_trace(trace, i // 4 + 1, i % 4 + 1)
+    keys = [f"{i}: {p.label} L{p.layer} H{p.head}" for i, p in enumerate(profiles)]
     fig.frames = [
-        go.Frame(
-            name=f"{p.layer}/{p.head}",
-            data=traces(p),
-            traces=list(range(8)),
-            layout=dict(title_text=title(p)),
-        )
-        for p in profiles
+        go.Frame(name=key, data=traces(p), traces=list(range(8)), layout=dict(title_text=title(p)))
+        for key, p in zip(keys, profiles, strict=True)
     ]
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     fig.update_layout(
-        title=dict(text=title(profiles[0]), font=dict(size=12)),
-        height=560,
+        title=dict(text=title(profiles[0]), font=dict(size=11)),
+        height=620,
         sliders=[
             slider(
-                [f"{p.layer}/{p.head}" for p in profiles],
-                [f"L{p.layer} H{p.head}" for p in profiles],
+                keys,
+                [f"{p.label + ' ' if p.label else ''}L{p.layer} H{p.head}" for p in profiles],
                 "",
             )
         ],
-        **LAYOUT,
+        **{**LAYOUT, "margin": dict(l=30, r=40, t=120, b=50)},
     )
     return fig
 

@@ -429,7 +429,8 @@ def deductive_explorer(
     model, tokenizer, prompts: list[str], layer: int = 0, head: int = 0
 ) -> widgets.VBox:
     """Edit the prompts (one per line) and pick a layer and head: A, A_LM, A_P, G_LM on the first
-    prompt, their spread across the prompts, and each tensor's order parameter.
+    prompt, their spread across the prompts (each on its own colour scale, with colour bars), and
+    each tensor's order parameter by the magnitude of the mean and by the RMS.
 
     Raises ValueError with fewer than two non-blank ``prompts`` (the spread is taken across
     prompts) or a ``layer`` or ``head`` that the model does not have.
@@ -461,17 +462,27 @@ def deductive_explorer(
             for t in lines
         ]
         p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
-        fig, axes = plt.subplots(2, 4, figsize=(11, 5.2), dpi=72)
+        fig, axes = plt.subplots(2, 4, figsize=(12, 5.4), dpi=72)
         for col, name in enumerate(DEDUCTIVE):
-            scale = float(p.first[name].abs().max()) or 1.0
-            axes[0, col].imshow(p.first[name].numpy(), cmap="RdBu_r", vmin=-scale, vmax=scale)
-            axes[0, col].set_title(name)
-            axes[1, col].imshow(p.spread[name].numpy(), cmap="Greys", vmin=0, vmax=scale)
-            axes[1, col].set_title(f"order {p.order[name]:.1e}", fontsize=9)
             for row in range(2):
                 axes[row, col].set_xticks([])
                 axes[row, col].set_yticks([])
-        fig.suptitle(f"layer {p.layer}, head {p.head}: first prompt (top), spread (bottom)")
+            if name not in p.first:  # a constant-G model computes G_LM only
+                axes[0, col].set_title(f"{name}: not computed", fontsize=9)
+                continue
+            scale = float(p.first[name].abs().max()) or 1.0
+            im = axes[0, col].imshow(p.first[name].numpy(), cmap="RdBu_r", vmin=-scale, vmax=scale)
+            fig.colorbar(im, ax=axes[0, col], shrink=0.8)
+            axes[0, col].set_title(name)
+            top = float(p.spread[name].max()) or 1.0  # its own scale: a small spread stays visible
+            im = axes[1, col].imshow(p.spread[name].numpy(), cmap="viridis", vmin=0, vmax=top)
+            fig.colorbar(im, ax=axes[1, col], shrink=0.8)
+            axes[1, col].set_title(
+                f"order {p.order[name]:.1e} (|mean|), {p.order_rms[name]:.2f} (RMS)", fontsize=8
+            )
+        fig.suptitle(
+            f"layer {p.layer}, head {p.head}: first prompt (top), spread across prompts (bottom)"
+        )
         fig.tight_layout()
 
     return _live([text_box, layer_box, head_box], draw)

@@ -1,24 +1,32 @@
-"""Sphinx extension: a notebook whose kernel stops answering is run again, once, on a fresh kernel.
+"""Sphinx extension: notebooks execute reliably in the book build, on a busy machine too.
 
-Why: on a loaded 2-core machine a notebook's kernel and the build's client sometimes stalled, the
-kernel idle in its event loop (``epoll``) and the client waiting for a reply that never came;
-nothing would have moved until the cell timeout (1200 s) failed the build. We caught one with
-py-spy: every kernel thread idle, the client's loop idle. The known cause is ipykernel 7's shell
-channel, which can leave an ``execute_request`` unread when it arrives while a reply is being
-sent (ipython/ipykernel#1554; ipykernel 6 replied through the stream and had no such window), so
-requirements.txt pins ipykernel 6. This watchdog stays as the backstop for any other stall. No
-cell of the course waits on anything but its own computation, so a kernel that, with its child
-processes, uses almost no CPU for ``KVATTN_STALL_S`` seconds (default 180) while the client
-waits is stalled, not slow: even on a machine busy with two other processes a working kernel
-gets a good share of a core.
+Some fast builds on a loaded 2-core machine stalled: the kernel idle (blocked in ``epoll``,
+every thread idle under py-spy) and the notebook client waiting for a reply that never came,
+until the cell timeout (1200 s) passed. The stalled cell was always one that displays a live
+explorer, an ipywidgets ``Output`` widget that receives a figure. Two fixes, in this order:
 
-When that happens, the watchdog kills the kernel, the client stops with ``DeadKernelError``, and
-the notebook runs again from its unexecuted source on a new kernel; the build log says so. A
-second stall fails the build with a message that names the notebook. Errors raised by cells,
-cell timeouts and kernels that die on their own are untouched: they fail the build as before.
+1. **The cause.** nbclient stands in for the browser's ``Output`` widget
+   (``nbclient.output_widget.OutputWidget``): each output routed to the widget is stored in the
+   widget's state, and the new state is also sent back to the kernel as a comm message on the
+   shell socket. That send runs in nbclient's IOPub task while its reply task is awaiting the
+   same asyncio ZMQ socket, and the send can swallow the socket's edge-triggered wake-up: the
+   ``execute_reply`` then sits unread until the wait times out (nbclient issue #312). Measured
+   here on a notebook with two live explorers, on a loaded machine: 1 of 25 runs waited the full
+   40 s timeout before going on. A headless build has no use for that message (the kernel keeps
+   no copy of what a browser displays), so this extension drops it; the outputs still land in
+   the widget state that the page renders. ipykernel 7 has the same kind of lost wake-up on the
+   kernel's side (ipython/ipykernel#1554), which is why requirements.txt pins ipykernel 6.
+2. **The backstop.** A notebook whose kernel, with its child processes, uses almost no CPU for
+   ``KVATTN_STALL_S`` seconds (default 180) while the client waits is stalled, not slow: no cell
+   of the course waits on anything but its own computation, and even on a machine busy with two
+   other processes a working kernel gets a good share of a core. The watchdog kills that kernel;
+   the client stops with ``DeadKernelError`` and the notebook runs again from its unexecuted
+   source on a new kernel, which the build log says. A second stall fails the build with a
+   message that names the notebook. Errors raised by cells, cell timeouts and kernels that die on
+   their own are untouched: they fail the build as before.
 
-The wrapper goes around ``NotebookClientDirect.start_client``, where myst-nb's ``force`` mode
-executes a notebook (myst-nb 1.4).
+Both act on myst-nb's ``force`` execution (myst-nb 1.4, nbclient 0.11): the watchdog wraps
+``NotebookClientDirect.start_client``, where a notebook is executed.
 """
 
 from __future__ import annotations
@@ -122,7 +130,7 @@ def _watched(start_client: Any) -> Any:
             if attempt == 2:
                 raise RuntimeError(
                     f"{client.path}: the kernel stopped answering twice (no CPU used for "
-                    f"{window_s:.0f} s while the client waited); see book/_ext/kernel_watchdog.py"
+                    f"{window_s:.0f} s while the client waited); see book/_ext/notebook_execution.py"
                 )
             logger.info(
                 f"kernel watchdog: {client.path}: the kernel stopped answering for "
@@ -134,8 +142,15 @@ def _watched(start_client: Any) -> Any:
     return run
 
 
+def _no_reply_to_the_kernel(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Replaces ``OutputWidget._publish_msg``: see point 1 of the module docstring."""
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     from myst_nb.core.execute.direct import NotebookClientDirect
+    from nbclient.output_widget import OutputWidget
+
+    OutputWidget._publish_msg = _no_reply_to_the_kernel
 
     if not getattr(NotebookClientDirect.start_client, "_kvattn_watched", False):
         NotebookClientDirect.start_client = _watched(NotebookClientDirect.start_client)
