@@ -18,8 +18,9 @@ notebooks are committed without outputs, their expected outputs live in
 
 * ``--with-expected DIR`` writes copies of the notebooks into DIR with those outputs filled in, for
   ``pytest --nbval-lax`` to run and compare (``make nbval`` does this);
-* ``--record`` executes the notebooks in fast mode and stores the outputs of their tagged cells,
-  after a deliberate change to a checked number.
+* ``--record [NAME ...]`` executes the notebooks (or only those named, e.g.
+  ``05_beyond_rank_one``) in fast mode and stores the outputs of their tagged cells, after a
+  deliberate change to a checked number.
 """
 
 from __future__ import annotations
@@ -161,17 +162,28 @@ def _coalesced(outputs: list[dict]) -> list[dict]:
     return merged
 
 
-def record() -> None:
-    """Execute every notebook in fast mode (as ``make nbval`` does) and store the outputs of its
-    checked cells in ``EXPECTED``."""
+def record(names: list[str] | None = None) -> None:
+    """Execute every notebook, or those whose stem is in ``names``, in fast mode (as ``make
+    nbval`` does) and store the outputs of their checked cells in ``EXPECTED``; other notebooks
+    keep their recorded outputs. Raises ``SystemExit`` naming an unknown notebook."""
     import os
 
     import nbformat
     from nbclient import NotebookClient
 
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from notebook_execution import quiet_output_widgets
+
+    quiet_output_widgets()  # the build's fix for lost replies on widget cells
     os.environ["KVATTN_FAST"] = "1"
-    expected = {}
-    for path in notebooks():
+    paths = notebooks()
+    unknown = sorted(set(names or []) - {p.stem for p in paths})
+    if unknown:
+        raise SystemExit(f"no notebook named {unknown}; the notebooks: {[p.stem for p in paths]}")
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8")) if names else {}
+    for path in paths:
+        if names and path.stem not in names:
+            continue
         print(f"executing {path.name}", flush=True)
         nb = nbformat.read(path, as_version=4)
         NotebookClient(
@@ -202,8 +214,10 @@ if __name__ == "__main__":
     parser.add_argument("--write", action="store_true", help="normalise the notebooks in place")
     parser.add_argument(
         "--record",
-        action="store_true",
-        help="execute the notebooks (fast mode) and store their checked cells' outputs",
+        nargs="*",
+        metavar="NAME",
+        help="execute the notebooks (all, or those named; fast mode) and store their checked "
+        "cells' outputs",
     )
     parser.add_argument(
         "--with-expected",
@@ -214,8 +228,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.write:
         write()
-    elif args.record:
-        record()
+    elif args.record is not None:
+        record(args.record)
     elif args.with_expected:
         with_expected(args.with_expected)
     else:

@@ -130,7 +130,8 @@ def _watched(start_client: Any) -> Any:
             if attempt == 2:
                 raise RuntimeError(
                     f"{client.path}: the kernel stopped answering twice (no CPU used for "
-                    f"{window_s:.0f} s while the client waited); see book/_ext/notebook_execution.py"
+                    f"{window_s:.0f} s while the client waited); see "
+                    "book/_ext/notebook_execution.py"
                 )
             logger.info(
                 f"kernel watchdog: {client.path}: the kernel stopped answering for "
@@ -146,11 +147,18 @@ def _no_reply_to_the_kernel(self: Any, *args: Any, **kwargs: Any) -> None:
     """Replaces ``OutputWidget._publish_msg``: see point 1 of the module docstring."""
 
 
-def setup(app: Sphinx) -> dict[str, Any]:
-    from myst_nb.core.execute.direct import NotebookClientDirect
+def quiet_output_widgets() -> None:
+    """Point 1 of the module docstring, for any nbclient run in this process (the build, and
+    ``tools/notebooks.py --record``)."""
     from nbclient.output_widget import OutputWidget
 
     OutputWidget._publish_msg = _no_reply_to_the_kernel
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    from myst_nb.core.execute.direct import NotebookClientDirect
+
+    quiet_output_widgets()
 
     if not getattr(NotebookClientDirect.start_client, "_kvattn_watched", False):
         NotebookClientDirect.start_client = _watched(NotebookClientDirect.start_client)
