@@ -234,7 +234,7 @@ def test_symmetry_explorer_draws_the_input_contours_and_a_cloud():
         figures.symmetry_explorer(profiles, profiles[0], labels=["one"])
 
 
-def test_dose_response_draws_one_line_per_seed_and_the_means_with_standard_errors():
+def test_dose_response_draws_every_run_and_the_means_with_standard_errors():
     v = [[0.0, 0.2], [0.4, 0.6]]
     y = [[3.0, 3.2], [2.9, 3.3]]
     fig = figures.dose_response([0.5, 4.0], v, y, title="t")

@@ -725,8 +725,8 @@ def dose_response(
     height: int = 420,
 ) -> go.Figure:
     """Final loss against measured exchange violation, one point per β (mean over seeds, ± one
-    standard error both ways) and one thin grey line per seed joining its runs across β, so the
-    pairing by seed stays visible (chapter 5's Swish-β dose-response).
+    standard error both ways) over small grey points, one per run (one trace per seed, so the
+    hover names β and seed): chapter 5's Swish-β dose-response.
 
     ``violation[i][s]`` and ``final[i][s]`` are the trained layer's violation and its final loss
     (nats/token) at ``betas[i]`` and seed s.
@@ -746,9 +746,9 @@ def dose_response(
     for s in range(v.shape[1]):
         fig.add_trace(
             go.Scatter(
-                x=_round(v[:, s]), y=_round(y[:, s], 5), mode="lines",
-                line=dict(color="#BBBBBB", width=1), showlegend=s == 0, name="one seed",
-                hoverinfo="skip",
+                x=_round(v[:, s]), y=_round(y[:, s], 5), mode="markers",
+                marker=dict(color="#BBBBBB", size=6), showlegend=s == 0, name="one run",
+                text=[f"β = {b:g}, seed {s}" for b in betas], hoverinfo="text+x+y",
             )
         )  # fmt: skip
     fig.add_trace(
@@ -975,7 +975,9 @@ def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
                     kwargs = dict(colorscale="RdBu_r", zmin=-scale, zmax=scale)
                 else:
                     kwargs = dict(colorscale="Viridis", zmin=0, zmax=top or 1.0)
-                out.append(go.Heatmap(z=_round(z, 5), colorbar=bar, **kwargs))
+                # three significant digits of the panel's largest entry keep pages small
+                digits = 2 - int(np.floor(np.log10(top))) if top > 0 else 0
+                out.append(go.Heatmap(z=_round(z, max(digits, 0)), colorbar=bar, **kwargs))
         return out
 
     def title(p: DeductiveProfile) -> str:
