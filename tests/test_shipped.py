@@ -62,7 +62,9 @@ def test_shipped_rejects_bad_names():
         shipped("nonexistent")
 
 
-@pytest.mark.parametrize("name", ["symmetry_contrast", "symmetry_contrast_long"])
+@pytest.mark.parametrize(
+    "name", ["symmetry_contrast", "symmetry_contrast_long", "symmetry_contrast_silu_powered"]
+)
 def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompute(name):
     """Chapter 5's verdicts read data/experiments/symmetry_contrast.json (and the 3× longer
     runs): ≥ 8 paired seeds per kind, every σ's contrast present, made by the tool, and every
@@ -77,7 +79,9 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     assert len(r.design["test_seeds"]) >= 8 and not set(r.design["test_seeds"]) & set(
         r.design["select_seeds"]
     )
-    contrasts = {f"{a} {f}" for a in experiments.CONTRASTS for f in ("symmetric", "gated")}
+    acts = [c.act for c in r.contrasts]
+    assert set(acts) <= set(experiments.CONTRASTS) and acts
+    contrasts = {f"{a} {f}" for a in acts for f in ("symmetric", "gated")}
     references = set() if "--no-references" in provenance["command"] else {"bilinear", "key_value"}
     assert set(r.final) == contrasts | references
     for kind, final in r.final.items():
@@ -89,6 +93,16 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
             c.act, r.final[f"{c.act} symmetric"], r.final[f"{c.act} gated"], 0.05, 0.8
         )
         assert again == c
+    if name == "symmetry_contrast_silu_powered":  # sized from the main run's spread: MDE 0.01
+        main = experiments.load_shipped("symmetry_contrast").contrast
+        (silu,) = [c for c in main.contrasts if c.act == "silu"]
+        sd = silu.se * silu.n**0.5
+        needed = next(
+            n for n in range(2, 1000) if experiments.minimum_detectable_effect(sd, n) < 0.01
+        )
+        assert acts == ["silu"] and len(r.design["test_seeds"]) == needed and dose is None
+        assert r.chosen_lr["silu gated"] == main.chosen_lr["silu gated"]
+        return
     if name == "symmetry_contrast_long":
         assert (
             dose is None
