@@ -36,7 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=512)
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2])
     parser.add_argument("--select-seeds", type=int, default=1, help="seeds 1000, 1001, ...")
-    parser.add_argument("--test-seeds", type=int, default=8, help="seeds 0, 1, ...")
+    parser.add_argument("--test-seeds", type=int, default=8, help="how many test seeds")
+    parser.add_argument(
+        "--first-test-seed",
+        type=int,
+        default=0,
+        help="test seeds are first, first + 1, ... (a confirmatory run uses seeds not yet seen)",
+    )
     parser.add_argument("--acts", nargs="+", default=list(experiments.CONTRASTS))
     parser.add_argument(
         "--betas",
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         lrs=args.lrs,
         select_seeds=[1000 + i for i in range(args.select_seeds)],
-        test_seeds=list(range(args.test_seeds)),
+        test_seeds=list(range(args.first_test_seed, args.first_test_seed + args.test_seeds)),
         device=args.device,
         workers=args.workers,
         references=not args.no_references,
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         dose = experiments.swish_beta_dose_response(
             tokens,
             betas=args.betas,
-            seeds=list(range(args.test_seeds)),
+            seeds=list(range(args.first_test_seed, args.first_test_seed + args.test_seeds)),
             steps=args.steps,
             lr=result.chosen_lr["silu gated"],
             device=args.device,
