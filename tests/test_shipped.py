@@ -101,6 +101,7 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
             n for n in range(2, 1000) if experiments.minimum_detectable_effect(sd, n) < 0.01
         )
         assert acts == ["silu"] and len(r.design["test_seeds"]) == needed and dose is None
+        assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
         assert r.chosen_lr["silu gated"] == main.chosen_lr["silu gated"]
         return
     if name == "symmetry_contrast_long":
