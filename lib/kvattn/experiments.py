@@ -197,6 +197,16 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
+def _setup(
+    d_model: int, n_layers: int, n_heads: int, block_size: int, **recipe: object
+) -> tuple[int, dict, dict]:
+    """The feed-forward budget (a key-value layer with 4·d_model slots), the model shape and the
+    training recipe that every run of both designs shares."""
+    budget = mlp_cost("key_value", d_model, 4 * d_model)[0]
+    shape = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, block_size=block_size)
+    return budget, shape, recipe
+
+
 def _config(
     tokens: TokenData,
     ffn: str,
@@ -283,12 +293,11 @@ def symmetry_contrast(
     if shared:
         raise ValueError(f"selection and test seeds must differ, both have {shared}")
     eval_every = eval_every or max(1, steps // 20)
-    budget = mlp_cost("key_value", d_model, 4 * d_model)[0]
     spec = kinds(acts, references)
-    shape = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, block_size=block_size)
-    recipe = dict(
-        steps=steps, batch_size=batch_size, eval_every=eval_every, device=device, progress=progress
-    )
+    budget, shape, recipe = _setup(
+        d_model, n_layers, n_heads, block_size,
+        steps=steps, batch_size=batch_size, eval_every=eval_every, device=device, progress=progress,
+    )  # fmt: skip
     jobs = [
         (
             name,
@@ -471,15 +480,11 @@ def swish_beta_dose_response(
         raise ValueError(f"need at least 2 betas and 2 seeds, got {list(betas)}, {list(seeds)}")
     if any(not (isinstance(b, (int, float)) and math.isfinite(b) and b > 0) for b in betas):
         raise ValueError(f"every β must be a positive number, got {list(betas)}")
-    budget = mlp_cost("key_value", d_model, 4 * d_model)[0]
-    shape = dict(d_model=d_model, n_layers=1, n_heads=n_heads, block_size=block_size)
-    recipe = dict(
-        steps=steps,
-        batch_size=batch_size,
-        eval_every=max(1, steps // 20),
-        device=device,
+    budget, shape, recipe = _setup(
+        d_model, 1, n_heads, block_size,
+        steps=steps, batch_size=batch_size, eval_every=max(1, steps // 20), device=device,
         progress=progress,
-    )
+    )  # fmt: skip
     jobs = [
         (
             float(b),

@@ -25,7 +25,7 @@ from plotly.subplots import make_subplots
 from .benchmark import Ratio
 from .diagnostics import DEDUCTIVE, DeductiveProfile, HeadProfile
 from .memories import SlotReport, lift_labels
-from .symmetry import SymmetryProfile
+from .symmetry import SymmetryProfile, input_contour
 
 #: One colour per layer kind, the same in every chapter (Okabe-Ito, colour-blind safe).
 COLORS = {
@@ -387,16 +387,13 @@ def symmetry_explorer(
     zmax = max(float(p.violation.abs().max()) for p in profiles)
 
     def contours(p: SymmetryProfile) -> tuple[list, list]:
-        t = np.linspace(0, 2 * np.pi, 73)
         xs: list = []
         ys: list = []
-        for radius in (1.0, 2.0):
-            z1, z2 = radius * np.cos(t), radius * np.sin(t)
-            ys += [*(p.mean + z1), None]
-            xs += [*(p.mean + p.rho * z1 + np.sqrt(1 - p.rho**2) * z2), None]
-        return [None if v is None else round(float(v), 3) for v in xs], [
-            None if v is None else round(float(v), 3) for v in ys
-        ]
+        for radius in (1.0, 2.0):  # a gap (None) between the two closed curves
+            a, b = input_contour(p.rho, p.mean, radius)
+            ys += [*_round(a, 3), None]
+            xs += [*_round(b, 3), None]
+        return xs, ys
 
     def traces(p: SymmetryProfile) -> list:
         pos = p.alphas > 0

@@ -84,6 +84,21 @@ def _pair(z1: Tensor, z2: Tensor, rho: float, mean: float) -> tuple[Tensor, Tens
     return mean + z1, mean + rho * z1 + math.sqrt(1 - rho * rho) * z2
 
 
+def input_contour(rho: float, mean: float, radius: float, n: int = 73) -> tuple[Tensor, Tensor]:
+    """The points (a, b) at Mahalanobis distance ``radius`` from the mean of the inputs of
+    :func:`pair_expectation` (unit variances, correlation ρ, common mean): two float64 tensors of
+    ``n`` points, a closed curve (radius 1 and 2 enclose about 39 % and 86 % of the inputs).
+
+    Raises
+    ------
+    ValueError
+        ρ outside (−1, 1) or a non-finite ``mean``.
+    """
+    _check_pair(rho, mean)
+    t = torch.linspace(0, 2 * math.pi, n, dtype=torch.float64)
+    return _pair(radius * t.cos(), radius * t.sin(), rho, mean)
+
+
 def pair_expectation(f: Callable[[Tensor, Tensor], Tensor], rho: float, mean: float) -> float:
     """E[f(a, b)] for (a, b) jointly normal with unit variances, correlation ρ and common mean
     ``mean``: a product Simpson rule on [−8, 8]² in the two independent coordinates, float64.

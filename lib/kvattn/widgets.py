@@ -34,7 +34,7 @@ from .figures import (
 )
 from .memories import Triggers, lift_labels, slot_report
 from .mlp import SlotMLP, mlp_cost
-from .symmetry import symmetry_profile
+from .symmetry import input_contour, symmetry_profile
 from .train import SeedRuns
 
 
@@ -151,10 +151,9 @@ def symmetry_explorer(
             extent=(g[0], g[-1], g[0], g[-1]),
         )
         fig.colorbar(im, ax=axes[0], shrink=0.8)
-        t = torch.linspace(0, 2 * torch.pi, 73, dtype=torch.float64)
         for radius in (1.0, 2.0):
-            z1, z2 = radius * t.cos(), radius * t.sin()
-            axes[0].plot(p.mean + p.rho * z1 + (1 - p.rho**2) ** 0.5 * z2, p.mean + z1, "k:", lw=1)
+            a, b = input_contour(p.rho, p.mean, radius)
+            axes[0].plot(b, a, "k:", lw=1)
         if cloud is not None:
             axes[0].scatter(cloud_b, cloud_a, s=3, alpha=0.4, color="#009E73", label=cloud[2])
             axes[0].legend(loc="lower right", fontsize=8)
