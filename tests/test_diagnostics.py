@@ -630,3 +630,23 @@ def test_g_substitution_of_a_constant_g_model_is_exactly_zero_on_long_blocks(con
     ids = torch.randint(4, cfg.vocab_size, (8, cfg.max_position_embeddings + 1))
     r = D.g_substitution(constant, ids, [ids[:1, :30]])
     assert (r.delta_loss == 0).all() and (r.agreement == 1).all()
+
+
+def test_attention_input_is_what_each_layer_reads_and_leaves_the_forward_unchanged(tiny_pldr):
+    """Layer 0 reads LayerNorm(√d · embedding); layer 1 reads layer 0's output. Capturing it must
+    not change the model's forward (a pre-hook that returns a value would replace the layer's
+    arguments, dropping its mask)."""
+    ids = torch.tensor([[0, 5, 9, 0, 17, 3]])  # pad id 0 inside: the mask matters
+    dec = tiny_pldr.decoder
+    with torch.no_grad():
+        expected0 = dec.layernorm1(dec.embedding(ids) * dec.scale)
+        assert torch.equal(D.attention_input(tiny_pldr, ids, 0), expected0)
+        mask = torch.ones(6, 6, dtype=torch.bool).tril()[None, None] & (ids != 0)[:, None, None]
+        mask = torch.where(mask.any(-1, keepdim=True), mask, torch.ones_like(mask).tril())
+        expected1 = dec.dec_layers[0](expected0, mask)[0]
+        torch.testing.assert_close(D.attention_input(tiny_pldr, ids, 1), expected1)
+        before = tiny_pldr(ids).logits
+        D.attention_input(tiny_pldr, ids, 1)
+        assert torch.equal(tiny_pldr(ids).logits, before)
+    with pytest.raises(ValueError, match="layer"):
+        D.attention_input(tiny_pldr, ids, 5)

@@ -544,6 +544,30 @@ def deductive_profile(
 
 
 @torch.no_grad()
+def attention_input(model, ids: Tensor, layer: int) -> Tensor:
+    """What enters the attention of ``layer`` when ``model`` reads ``ids``: the hidden states
+    ``[B, S, d]`` on the model's device (for PLDR-LLM v51, the previous layer's output; for
+    layer 0, the LayerNorm of the scaled embedding).
+
+    Raises
+    ------
+    ValueError
+        For ``layer`` out of range.
+    """
+    captured = {}
+
+    def keep_input(module, args) -> None:  # returns None: the layer's arguments stay as they are
+        captured["x"] = args[0]
+
+    handle = _attention(model, layer).register_forward_pre_hook(keep_input)
+    try:
+        model(ids)
+    finally:
+        handle.remove()
+    return captured["x"]
+
+
+@torch.no_grad()
 def layer_queries(model, ids: Tensor, layer: int, rope: bool = True) -> Tensor:
     """The queries of every head of ``layer`` on ``ids`` (shape ``(1, S)``, on the model's
     device), as ``[H, S, d_k]`` on the CPU in float64, after RoPE (``rope=True``, what the density
@@ -556,14 +580,8 @@ def layer_queries(model, ids: Tensor, layer: int, rope: bool = True) -> Tensor:
     """
     if ids.ndim != 2 or ids.shape[0] != 1:
         raise ValueError(f"ids must have shape (1, S), got {tuple(ids.shape)}")
-    captured = {}
     attn = _attention(model, layer)
-    handle = attn.register_forward_pre_hook(lambda module, args: captured.setdefault("x", args[0]))
-    try:
-        model(ids)
-    finally:
-        handle.remove()
-    x = captured["x"]
+    x = attention_input(model, ids, layer)
     q = attn.wq(x).view(x.shape[0], x.shape[1], attn.cfg.num_attention_heads, attn.cfg.d_k)
     if rope:
         q = attn.rope(q)

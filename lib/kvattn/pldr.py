@@ -450,6 +450,25 @@ class LayerCache:
         return self.k.shape[2]
 
 
+def attention_mask(
+    S: int, T: int, key_padding: Tensor | None, device: torch.device | str
+) -> Tensor:
+    """Which keys each of the last ``S`` of ``T`` positions attends to: bool ``[B or 1, 1, S, T]``,
+    True = attend.
+
+    Causal (query i sees keys ≤ its position), minus the keys that ``key_padding`` (bool
+    ``[B, T]``, True at a blocked key) blocks. A query whose causal keys are all padding (left
+    padding) keeps its causal keys: the reference would spread it uniformly over every key,
+    future ones included, which makes earlier positions depend on later tokens; no row is ever
+    empty, so neither softmax nor SDPA can return NaN.
+    """
+    mask = torch.ones(S, T, dtype=torch.bool, device=device).tril(T - S)[None, None]
+    if key_padding is None:
+        return mask
+    padded = mask & ~key_padding[:, None, None, :T]
+    return torch.where(padded.any(-1, keepdim=True), padded, mask)
+
+
 class Attention(nn.Module):
     """Multi-head attention of a decoder layer: PLGA, constant-G or SDPA (``kind``).
 
@@ -501,17 +520,17 @@ class Attention(nn.Module):
     def forward(
         self,
         x: Tensor,
-        key_padding: Tensor | None = None,
+        mask: Tensor,
         cache: LayerCache | None = None,
         cache_mode: str | None = None,
         need_outputs: bool = False,
     ) -> tuple[Tensor, LayerCache | None, DeductiveOutputs | None]:
         """Attention output ``[B, S, d]``, the updated cache and (if asked) deductive outputs.
 
-        ``key_padding``: bool ``[B, S_total]``, True at keys to block (padding); the published
-        density still sums over every query, padded ones included, as the reference does.
-        ``cache_mode``: None (no cache), ``"kv"`` or ``"kv+g"``; with a cache, x holds only the
-        new tokens.
+        ``mask``: bool ``[B or 1, 1, S, S_total]``, True where a query may attend to a key
+        (from :func:`attention_mask`); the published density still sums over every query,
+        padded ones included, as the reference does. ``cache_mode``: None (no cache), ``"kv"``
+        or ``"kv+g"``; with a cache, x holds only the new tokens.
         """
         B, S, _ = x.shape
         start = cache.length if cache is not None else 0
@@ -521,7 +540,6 @@ class Attention(nn.Module):
         if cache is not None:
             k = torch.cat([cache.k, k], dim=2)
             v = torch.cat([cache.v, v], dim=2)
-        T = k.shape[2]
         outputs = None
 
         if self.kind == "sdpa":
@@ -535,17 +553,9 @@ class Attention(nn.Module):
         else:
             qg, outputs, new_state = self._plga_queries(q, cache, cache_mode)
 
-        mask = torch.ones(S, T, dtype=torch.bool, device=x.device).tril(T - S)  # True = attend
-        mask = mask[None, None]
-        if key_padding is not None:
-            padded = mask & ~key_padding[:, None, None, :T]
-            # A query whose causal keys are all pads (left padding) keeps its causal keys: the
-            # reference would spread it uniformly over every key, future ones included, which
-            # makes earlier positions depend on later tokens.
-            mask = torch.where(padded.any(-1, keepdim=True), padded, mask)
         if need_outputs:
             # Explicit softmax when the weights E are wanted; blocked logits get the reference's
-            # −1e9. Otherwise SDPA: no row is fully blocked (see above), so it cannot return NaN.
+            # −1e9. Otherwise SDPA (no row is fully blocked, see attention_mask).
             scores = (qg @ k.transpose(-1, -2)) / math.sqrt(self.cfg.d_k)
             scores = scores.masked_fill(~mask, max(MASK_VALUE, torch.finfo(scores.dtype).min))
             low = scores.dtype in (torch.float16, torch.bfloat16)  # softmax in float32 for those
@@ -608,8 +618,8 @@ class DecoderLayer(nn.Module):
         self.layernorm1 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.layernorm2 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
 
-    def forward(self, x, key_padding=None, cache=None, cache_mode=None, need_outputs=False):
-        h, cache, outputs = self.mha1(x, key_padding, cache, cache_mode, need_outputs)
+    def forward(self, x, mask, cache=None, cache_mode=None, need_outputs=False):
+        h, cache, outputs = self.mha1(x, mask, cache, cache_mode, need_outputs)
         x = self.layernorm1(x + h)
         x = self.layernorm2(x + self.ffn(x))
         return x, cache, outputs
@@ -629,10 +639,13 @@ class Decoder(nn.Module):
 
     def forward(self, ids, key_padding=None, caches=None, cache_mode=None, need_outputs=False):
         x = self.layernorm1(self.embedding(ids) * self.scale)
+        start = caches[0].length if caches else 0
+        # one mask for every layer (built per layer, it is a sizeable part of a decoding step)
+        mask = attention_mask(ids.shape[1], start + ids.shape[1], key_padding, ids.device)
         new_caches, all_outputs = [], []
         for i, layer in enumerate(self.dec_layers):
             cache = caches[i] if caches is not None else None
-            x, cache, outputs = layer(x, key_padding, cache, cache_mode, need_outputs)
+            x, cache, outputs = layer(x, mask, cache, cache_mode, need_outputs)
             new_caches.append(cache)
             all_outputs.append(outputs)
         return x, new_caches, all_outputs
@@ -734,7 +747,9 @@ class DecoderLM(nn.Module):
                 )
             if attention_mask.dtype != torch.bool:
                 bad = bad | ((attention_mask != 0) & (attention_mask != 1)).any()
-        if bool(bad):
+        # Under torch.compile the value check (a host sync) would split the graph in two; compiled
+        # training feeds ids from its own tokenizer, so only the checks above run there.
+        if not torch.compiler.is_compiling() and bool(bad):
             lo, hi = int(input_ids.min()), int(input_ids.max())
             if lo < 0 or hi >= self.config.vocab_size:
                 raise ValueError(

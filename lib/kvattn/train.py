@@ -242,13 +242,21 @@ def train(
     return history
 
 
+def _plain_name(name: str) -> str:
+    """A parameter's name in the plain model: without the prefixes that torch.compile
+    (``_orig_mod.``) and DDP (``module.``) wrappers add."""
+    for prefix in ("_orig_mod.", "module.", "_orig_mod."):
+        name = name.removeprefix(prefix)
+    return name
+
+
 def _check_parameters(model: nn.Module, steps_done: int) -> None:
     """Refuse to checkpoint non-finite weights: a NaN gradient with a finite loss leaves NaN
     parameters that would otherwise overwrite the last good checkpoint."""
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise FloatingPointError(
-                f"non-finite parameter {name.removeprefix('module.')} after {steps_done} steps "
+                f"non-finite parameter {_plain_name(name)} after {steps_done} steps "
                 f"(step {steps_done - 1}); not checkpointed, the last checkpoint stays"
             )
 
@@ -473,6 +481,13 @@ class PretrainConfig:
         default="auto", metadata=_help("'auto' (cuda:LOCAL_RANK if available), 'cpu', 'cuda' ...")
     )
     bf16: bool = field(default=True, metadata=_help("bf16 autocast where the GPU supports it"))
+    compile: bool = field(
+        default=False,
+        metadata=_help(
+            "torch.compile the training forward (the first steps pay the compile time; "
+            "evaluation, checkpoints and the results use the plain model)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         from .pldr import PLDRConfig
@@ -498,7 +513,7 @@ class PretrainConfig:
         _check_int("seed", self.seed, low=0)
         if self.corpus_chars is not None:
             _check_int("corpus_chars", self.corpus_chars, low=1)
-        for name in ("overwrite", "bf16"):
+        for name in ("overwrite", "bf16", "compile"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_optimiser(
@@ -579,6 +594,7 @@ RESUMABLE_CHANGES = frozenset(
         "overwrite",
         "device",
         "bf16",
+        "compile",
         "eval_every",
         "checkpoint_every",
         "log_every",
@@ -886,6 +902,9 @@ def _pretrain(
         if world > 1
         else model
     )
+    if cfg.compile:
+        # Same parameters, same numbers up to float rounding; only the training steps use it.
+        net = torch.compile(net)
     dag_on = cfg.architecture == "pldrllm" and any(c > 0 for c in cfg.dag)
     per_rank = cfg.batch_size // world
 

@@ -134,13 +134,8 @@ def shipped_head(model: pldr.PLDRLLM, ids: torch.Tensor, layer: int, head: int) 
         raise ValueError(f"ids must be token ids of shape (1, S), got {got}")
     attn = diagnostics._attention(model, layer)
     diagnostics._index(head, "head", attn.cfg.num_attention_heads)
-    captured = {}
-    handle = attn.register_forward_pre_hook(lambda module, args: captured.setdefault("x", args[0]))
-    try:
-        model(ids)
-    finally:
-        handle.remove()
-    x, H, d_k = captured["x"], attn.cfg.num_attention_heads, attn.cfg.d_k
+    x = diagnostics.attention_input(model, ids, layer)
+    H, d_k = attn.cfg.num_attention_heads, attn.cfg.d_k
 
     def split(proj):
         return proj(x).view(1, x.shape[1], H, d_k)
