@@ -148,7 +148,11 @@ def test_generation_benchmark_on_a_tiny_model_reports_every_mode():
         assert ratio.rounds >= 1 and ratio.q1 <= ratio.median <= ratio.q3
         if key != "pldr_kvg_over_gpt_kv" and ratio.median < 1:
             assert ratio.flag is not None  # a cache slower than no cache never goes unflagged
-    assert r["generate_peak_mib"] == dict.fromkeys(r["generate_tokens_per_s"])  # None off CUDA
+    # peak memory off CUDA comes from TensorMemory: at least the model's own weights
+    assert set(r["generate_peak_mib"]) == set(r["generate_tokens_per_s"])
+    assert all(v > 0 for v in r["generate_peak_mib"].values())
+    text = benchmark.report(r)
+    assert "(bar >= 5x: " in text and "(bar >= 0.95x: " in text
     json.dumps(benchmark.as_json(r))  # plain data, ready for --json
     fig = figures.benchmark_ratios([r])
     assert len(fig.data[0].x) == 3
@@ -163,3 +167,101 @@ def test_generation_must_fit_the_positions():
 def test_figure_refuses_results_without_ratios():
     with pytest.raises(ValueError, match="no benchmark ratios"):
         figures.benchmark_ratios([{"config": "tiny"}])
+
+
+def test_tensor_memory_counts_each_storage_once_while_it_lives():
+    mib = 2**20
+    with benchmark.TensorMemory() as memory:
+        a = torch.ones(256, 1024)  # 1 MiB
+        b = torch.ones(512, 1024)  # 2 MiB: peak 3 MiB
+        a.view(-1).add_(1)  # a view and an in-place result share a's storage
+        del a
+        c = torch.ones(256, 1024)  # back to 3 MiB, not 4
+    assert memory.peak == 3 * mib and memory.live == 3 * mib
+    del b, c
+    assert memory.live == 0
+
+
+def test_tensor_memory_sees_what_backward_allocates():
+    """Activations saved for backward and the gradients count; weights made before do not."""
+    w = torch.randn(1024, 1024, requires_grad=True)  # 4 MiB, resident before
+    x = torch.randn(64, 1024)
+    with benchmark.TensorMemory() as memory:
+        (x @ w).relu().sum().backward()
+    # at least the gradient of w (4 MiB) on top of what existed
+    assert 4 * 2**20 <= memory.peak < 8 * 2**20
+
+
+def test_training_peak_memory_on_the_cpu_counts_the_metric_learner():
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    models = benchmark._models(cfg, CPU)
+    ids = torch.randint(4, cfg.vocab_size, (2, 17))
+    peak = {
+        k: benchmark._peak_memory(m, benchmark._train_step(m, ids, CPU, None, False), CPU)
+        for k, m in models.items()
+    }
+    own = {k: m.num_parameters() * 4 / 2**20 for k, m in models.items()}
+    assert all(peak[k] > own[k] for k in models)
+    assert peak["pldr"] > peak["constant_g"]  # the metric learner's saved activations
+
+
+def test_matmul_rate_is_the_flops_of_one_product_over_its_median_time(monkeypatch):
+    ticks = iter(range(100))
+    monkeypatch.setattr(benchmark, "_clock", lambda: 0.5 * next(ticks))  # every call 0.5 s
+    assert benchmark.matmul_rate(CPU, n=8) == pytest.approx(2 * 8**3 / 0.5)
+
+
+def test_report_says_whether_each_bar_is_met(monkeypatch):
+    """The bars are checked on the medians: a time ratio just above 1.1 × the FLOP ratio fails,
+    just below passes; a share just above FLOP share + 10 points fails."""
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    measured = {}
+
+    def fake_interleaved(variants, ratios, device, **kw):
+        return {k: [1.0] for k in variants}, dict(measured)
+
+    monkeypatch.setattr(benchmark, "interleaved", fake_interleaved)
+    measured.update({"pldr/gpt": Ratio(1.0, 1, 1, 9), "constant_g/pldr": Ratio(1.0, 1, 1, 9)})
+    r = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=1)
+    bar = benchmark.BARS["train_over_flops"] * r["train_flops_pldr_over_gpt"]
+    share_bar = r["metric_learner_flop_share"] + benchmark.BARS["share_over_flops"]
+    for factor, verdict in ((1.01, "NOT met"), (0.99, "met")):
+        measured["pldr/gpt"] = Ratio(bar * factor, 1, 2, 9)
+        measured["constant_g/pldr"] = Ratio(1 - share_bar * factor, 0.5, 0.9, 9)
+        text = benchmark.report(benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=1))
+        assert f"(bar <= {bar:.2f}x: {verdict})" in text
+        assert f"(bar <= {share_bar:.1%}: {verdict})" in text
+    assert "achieved GFLOP/s" in text and "metric learner" in text
+    assert r["train_matmul_fraction"]["gpt"] == pytest.approx(
+        r["train_flop_per_s"]["gpt"] / r["matmul_flop_per_s"]
+    )
+    # the metric learner's rate: its FLOPs over the time it adds (all 1.0 s here: none)
+    assert r["train_flop_per_s"]["metric learner"] is None
+
+
+def test_compiled_training_reports_compile_times(monkeypatch):
+    """The compiled path's plumbing, with torch.compile replaced by a slow identity (a real
+    compile is tested in test_pretrain.py): the first call's extra time is the compile time."""
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    compiled = []
+
+    def fake_compile(model):
+        compiled.append(model)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    r = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=0.5, compile=True)
+    assert len(compiled) == 3 and r["compiled"] is True
+    assert set(r["compile_s"]) == {"pldr", "constant_g", "gpt"}
+    assert all(v >= 0 for v in r["compile_s"].values())
+    assert "train (compiled)" in benchmark.report(r) and "compile time (s)" in benchmark.report(r)
+
+
+def test_prefix_density_costs_more_than_the_block_density():
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    r = benchmark.bench_density("tiny", cfg, CPU, batch=2, seq=16, budget_s=0.5)
+    # one metric-learner pass per position instead of one per block
+    assert r["prefix_flops_over_block"] > 1.5
+    assert r["density_peak_mib"]["prefix"] > r["density_peak_mib"]["block"]
+    assert "step time prefix / block" in benchmark.report(r)
+    json.dumps(benchmark.as_json(r))
