@@ -265,3 +265,21 @@ def test_prefix_density_costs_more_than_the_block_density():
     assert r["density_peak_mib"]["prefix"] > r["density_peak_mib"]["block"]
     assert "step time prefix / block" in benchmark.report(r)
     json.dumps(benchmark.as_json(r))
+
+
+def test_a_json_record_reads_back_and_reports_as_the_live_run(tmp_path):
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    r = benchmark.bench_generate("tiny", cfg, CPU, prompt_len=8, new_tokens=4, budget_s=0.3)
+    path = tmp_path / "run.json"
+    record = {"machine": benchmark.machine(CPU), "results": [benchmark.as_json(r)]}
+    path.write_text(json.dumps(record))
+    machine, results = benchmark.load_results(path)
+    assert machine["cores"] >= 1 and machine["torch"] == torch.__version__
+    assert isinstance(results[0]["kvg_over_none"], Ratio)
+    assert benchmark.report(results[0]) == benchmark.report(r)
+    path.write_text(json.dumps({"results": [{"no": "config"}]}))
+    with pytest.raises(ValueError, match="needs a 'config'"):
+        benchmark.load_results(path)
+    path.write_text("[]")
+    with pytest.raises(ValueError, match="not a benchmark record"):
+        benchmark.load_results(path)

@@ -50,7 +50,10 @@ each within its time budget; chapter 9 runs :func:`bench_generate` on its traine
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -693,6 +696,56 @@ def as_json(r: dict) -> dict:
     return {k: asdict(v) if isinstance(v, Ratio) else v for k, v in r.items()}
 
 
+def machine(device: torch.device) -> dict:
+    """Where a run was measured: the processor, its core count, the GPU's name (CUDA), the
+    operating system, torch's version and the date (UTC)."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.read_text().splitlines()
+            if line.startswith("model name")
+        ]
+        cpu = names[0] if names else cpu
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "os": platform.platform(),
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+    }
+
+
+def load_results(path: str | Path) -> tuple[dict, list[dict]]:
+    """Read a ``--json`` record: ``(machine, results)``, each result with its ratios as
+    :class:`Ratio` again, so that :func:`report` prints it as it printed the live run.
+
+    Raises
+    ------
+    ValueError
+        The file is not such a record (no ``results`` list, or a result without ``config``).
+    """
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise ValueError(f"{path}: not a benchmark record (expected a 'results' list)")
+    results = []
+    for r in data["results"]:
+        if not isinstance(r, dict) or "config" not in r:
+            raise ValueError(f"{path}: every result needs a 'config', got {r!r:.80}")
+        results.append(
+            {
+                k: Ratio(**v) if isinstance(v, dict) and set(v) == _RATIO_FIELDS else v
+                for k, v in r.items()
+            }
+        )
+    return data.get("machine", {"torch": data.get("torch")}), results
+
+
+_RATIO_FIELDS = {"median", "q1", "q3", "rounds", "flag"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``python -m kvattn.benchmark [--configs ...] [--json FILE]``."""
     parser = argparse.ArgumentParser(
@@ -769,7 +822,12 @@ def main(argv: list[str] | None = None) -> int:
             results.append(as_json(rd))
             print(report(rd), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"torch": torch.__version__, "results": results}, indent=1))
+        record = {
+            "machine": machine(device),
+            "command": "python -m kvattn.benchmark " + " ".join(argv or sys.argv[1:]),
+            "results": results,
+        }
+        args.json.write_text(json.dumps(record, indent=1))
     return 0
 
 

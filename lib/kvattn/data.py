@@ -423,3 +423,16 @@ def experiment(name: str) -> Path:
         As :func:`shipped` (the message lists the shipped experiments).
     """
     return _shipped_file("experiment", name, "experiments/{}.json")
+
+
+def benchmark_run(name: str) -> Path:
+    """The JSON record ``data/benchmarks/<name>.json`` of a benchmark run the course ships (written
+    by ``python -m kvattn.benchmark --json``; read it with :func:`kvattn.benchmark.load_results`);
+    found like :func:`shipped`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped runs).
+    """
+    return _shipped_file("benchmark run", name, "benchmarks/{}.json")
