@@ -26,8 +26,8 @@ def test_at_least_three_exercises_in_every_chapter():
     assert min(counts.values()) >= 3
     assert exercises.chapter_exercises(7) == [
         "density",
-        "iswiglu",
-        "power_law_G",
+        "iswiglu_slope",
+        "recover_P",
         "perron_pair",
         "plga_head",
     ]
@@ -77,7 +77,7 @@ def test_wrong_shape_and_type_are_reported():
         match=r"expected a number \(a Python float or a 0-d tensor\), got tensor of shape "
         r"\(3, 4, 4\)",
     ):
-        check("order_parameter", lambda a, b: (a - b).pow(2))
+        check("order_inflation", lambda a, b: (a - b).pow(2))
     with pytest.raises(ExerciseFailed, match="NaN or infinite"):
         check("kv_memory", lambda x, K, V: F.relu(x @ K.T) @ V / 0.0)
     with pytest.raises(ExerciseFailed, match="expected integer indices"):
@@ -93,7 +93,7 @@ def test_generic_hints_for_unlisted_mistakes():
     with pytest.raises(ExerciseFailed, match="Hint: your result is the transpose"):
         check("eckart_young", lambda M, r: EXERCISES["eckart_young"].reference(M, r).mT)
     with pytest.raises(ExerciseFailed) as info:
-        check("causal_sdpa", lambda q, k, v: v)
+        check("attention_from_form", lambda x, M, d_k: x @ M @ x.mT)
     assert "Most likely" not in str(info.value) and "Hint" not in str(info.value)
 
 
@@ -224,7 +224,7 @@ def test_odd_results_get_a_clear_message():
         match=r"expected a number \(a Python float or a 0-d tensor\), got tensor of shape \(\) "
         r"on device 'meta'",
     ):
-        check("order_parameter", lambda a, b: torch.tensor(1.0, device="meta"))
+        check("order_inflation", lambda a, b: torch.tensor(1.0, device="meta"))
     with pytest.raises(ExerciseFailed, match=r"expected a tuple of 2 values, got None"):
         check("perron_pair", lambda A: None)
 
@@ -252,7 +252,7 @@ def test_describe_prints_the_task(capsys):
     exercises.describe("density")
     out = capsys.readouterr().out
     assert out.startswith("Chapter 7: density(q) -> Tensor\n")
-    assert "Σ_s q_sᵀ q_s" in out
+    assert "Σ_{s ≤ t} q_sᵀ q_s" in out
 
 
 # -- the references against independent implementations ------------------------------------------
@@ -262,18 +262,63 @@ def test_sdpa_references_match_torch():
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(2, 5, 8, generator=gen, dtype=torch.float64) for _ in range(3))
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    got = EXERCISES["causal_sdpa"].reference(q, k, v)
-    torch.testing.assert_close(got, expected)
     eye = torch.eye(8, dtype=torch.float64)
     torch.testing.assert_close(EXERCISES["generalised_sdpa"].reference(q, k, v, eye), expected)
+    G = torch.randn(8, 8, generator=gen, dtype=torch.float64)
+    scores = (q @ G @ k.mT / 8**0.5).masked_fill(
+        ~torch.ones(5, 5, dtype=torch.bool).tril(), -math.inf
+    )
+    torch.testing.assert_close(
+        EXERCISES["generalised_sdpa"].reference(q, k, v, G), scores.softmax(-1) @ v
+    )
 
 
-def test_head_form_reproduces_the_scores():
+def test_attention_from_form_gives_the_weights_of_sdpa():
+    """With M = W_Qᵀ W_K the weights are those of SDPA on q = x W_Qᵀ, k = x W_Kᵀ (read off with
+    the identity as values)."""
     gen = torch.Generator().manual_seed(2)
-    W_Q, W_K = torch.randn(4, 6, generator=gen), torch.randn(4, 6, generator=gen)
-    x = torch.randn(3, 6, generator=gen)
-    M = EXERCISES["head_form"].reference(W_Q, W_K)
-    torch.testing.assert_close(x @ M @ x.T, (x @ W_Q.T) @ (x @ W_K.T).T)
+    W_Q, W_K = (torch.randn(4, 6, generator=gen, dtype=torch.float64) for _ in range(2))
+    x = torch.randn(3, 5, 6, generator=gen, dtype=torch.float64)
+    eye = torch.eye(5, dtype=torch.float64).expand(3, 5, 5)
+    expected = F.scaled_dot_product_attention(x @ W_Q.T, x @ W_K.T, eye, is_causal=True)
+    got = EXERCISES["attention_from_form"].reference(x, W_Q.T @ W_K, 4)
+    torch.testing.assert_close(got, expected)
+
+
+def _tiny_gpt_attention():
+    cfg = pldr.PLDRConfig(
+        vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
+    )
+    torch.manual_seed(0)
+    return pldr.GPT(cfg).double().decoder.dec_layers[0].mha1, cfg.d_k
+
+
+def test_head_form_and_rope_form_match_the_model():
+    """head_form is the model's form on [x, 1] with biases; rope_form with G = I is its form at
+    distance i − j; with a commuting G the form depends on i − j only, with a general G not."""
+    attn, d_k = _tiny_gpt_attention()
+    with torch.no_grad():
+        torch.nn.init.normal_(attn.wq.bias)
+        torch.nn.init.normal_(attn.wk.bias)
+    rows = slice(d_k, 2 * d_k)  # head 1
+    W_Q, b_Q = attn.wq.weight[rows].detach(), attn.wq.bias[rows].detach()
+    W_K, b_K = attn.wk.weight[rows].detach(), attn.wk.bias[rows].detach()
+    expected = diagnostics.head_bilinear_form(attn, 1, 0, with_bias=True)
+    torch.testing.assert_close(EXERCISES["head_form"].reference(W_Q, b_Q, W_K, b_K), expected)
+    rope_form = EXERCISES["rope_form"].reference
+    eye = torch.eye(d_k, dtype=torch.float64)
+    theta = attn.cfg.rope_theta
+    for i, j in [(5, 2), (9, 0), (3, 3)]:
+        torch.testing.assert_close(
+            rope_form(W_Q, W_K, eye, theta, i, j), diagnostics.head_bilinear_form(attn, 1, i - j)
+        )
+    G = torch.randn(d_k, d_k, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    Pi = diagnostics.commutant_projection(G)
+    torch.testing.assert_close(
+        rope_form(W_Q, W_K, Pi, theta, 7, 2), rope_form(W_Q, W_K, Pi, theta, 12, 7)
+    )
+    moved = (rope_form(W_Q, W_K, G, theta, 7, 2) - rope_form(W_Q, W_K, G, theta, 12, 7)).norm()
+    assert moved > 0.1 * rope_form(W_Q, W_K, G, theta, 7, 2).norm()
 
 
 def test_absorbed_keys_give_the_same_layer():
@@ -354,13 +399,86 @@ def test_commutant_projection_commutes_with_rope():
     assert float((R @ G - G @ R).abs().max()) > 0.1
 
 
+def test_prefix_density_ends_with_the_block_density_and_grows_by_one_term():
+    q = torch.randn(2, 6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    A = EXERCISES["density"].reference(q)
+    torch.testing.assert_close(A[:, -1], q.mT @ q)
+    torch.testing.assert_close(A[:, 3] - A[:, 2], torch.einsum("bi,bj->bij", q[:, 3], q[:, 3]))
+
+
+def test_iswiglu_slope_is_the_autograd_derivative():
+    u = torch.linspace(-20, 20, 401, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(pldr.iswiglu(u).sum(), u)
+    torch.testing.assert_close(EXERCISES["iswiglu_slope"].reference(u.detach()), grad)
+
+
+def test_recover_P_reads_the_exponents_of_a_plga_layer():
+    cfg = pldr.PLDRConfig(
+        vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
+    )
+    torch.manual_seed(1)
+    model = pldr.PLDRLLM(cfg).double()
+    pg = model.decoder.dec_layers[0].mha1.plgatt_layer
+    with torch.no_grad():
+        pg.a.copy_(torch.eye(cfg.d_k) + 0.1 * torch.randn_like(pg.a))
+    t = model(torch.tensor([[3, 5, 7, 9, 11]]), output_pldr_attentions=True).pldr_attentions[0]
+    P = EXERCISES["recover_P"].reference(t.A_LM[0], t.G_LM[0], pg.a, pg.b_a).detach()
+    away = (t.A_LM[0].log().abs() > 0.1).detach()  # where log A_LM is not near 0
+    torch.testing.assert_close(P[away], pg.P.detach()[away], rtol=1e-6, atol=1e-8)
+
+
+def test_order_inflation_is_the_ratio_of_the_two_order_parameters():
+    gen = torch.Generator().manual_seed(9)
+    x1 = torch.randn(3, 4, 4, generator=gen, dtype=torch.float64) + 0.3
+    x2 = x1 + 0.2 * torch.randn(3, 4, 4, generator=gen, dtype=torch.float64)
+    ratio = diagnostics.order_parameter(x1, x2) / diagnostics.order_parameter(x1, x2, "rms")
+    assert EXERCISES["order_inflation"].reference(x1, x2) == pytest.approx(ratio, rel=1e-12)
+
+
+def test_rank_one_distance_and_row_spread_are_least_squares_fits():
+    A = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(10))
+    U, S, Vh = torch.linalg.svd(A)
+    best = S[0] * torch.outer(U[:, 0], Vh[0])
+    assert float(EXERCISES["rank_one_distance"].reference(A)) == pytest.approx(
+        float((A - best).norm() / A.norm()), rel=1e-12
+    )
+    alpha = A.mean(0)
+    spread = float(EXERCISES["row_spread"].reference(A))
+    assert spread == pytest.approx(float((A - alpha).pow(2).sum() / A.pow(2).sum()), rel=1e-12)
+    shift = 0.1 * torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert float((A - alpha - shift).pow(2).sum() / A.pow(2).sum()) > spread
+
+
+def test_decoding_agreement_values():
+    ref = torch.tensor([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]])
+    out = torch.tensor([[1, 2, 3, 4, 9, 6], [1, 2, 9, 4, 5, 6]])
+    # prompt of 2: row 0 agrees on 2 of 4 new tokens before differing, row 1 on none
+    assert EXERCISES["decoding_agreement"].reference(ref, out, 2) == pytest.approx(2 / 8)
+    assert EXERCISES["decoding_agreement"].reference(ref, ref, 2) == 1.0
+
+
+def test_plane_residuals_add_up_to_the_squared_commutant_residual():
+    G = torch.randn(2, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    parts = EXERCISES["plane_residuals"].reference(G)
+    assert parts.shape == (2, 4, 4)
+    torch.testing.assert_close(parts.sum((-2, -1)), diagnostics.commutant_residual(G) ** 2)
+
+
+def test_twirl_average_tends_to_the_commutant_projection():
+    """Over many positions with fast planes (θ = 10, d_k = 4) the density's average converges
+    to the projection; over few it does not."""
+    G = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(12))
+    twirl = EXERCISES["twirl_average"].reference
+    Pi = diagnostics.commutant_projection(G)
+    far = float((twirl(G, 10.0, 4) - Pi).norm() / G.norm())
+    near = float((twirl(G, 10.0, 3000) - Pi).norm() / G.norm())
+    assert near < 0.01 < far
+
+
 def test_factor_hints_only_for_simple_factors():
     """'2 times', '√2 times', '−1 times' help; '1.001 times' (a different formula) would mislead."""
     with pytest.raises(ExerciseFailed, match=r"Hint: your number is 1/2 times the expected one"):
-        check(
-            "order_parameter",
-            lambda a, b: 0.5 * float((a - b).pow(2).mean().sqrt() / a.mean().abs()),
-        )
+        check("order_inflation", lambda a, b: 0.5 * EXERCISES["order_inflation"].reference(a, b))
     with pytest.raises(ExerciseFailed, match=r"Hint: your result is √2 times"):
         check("kv_memory", lambda x, K, V: math.sqrt(2) * F.relu(x @ K.T) @ V)
     with pytest.raises(ExerciseFailed) as info:

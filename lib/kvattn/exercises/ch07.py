@@ -23,7 +23,20 @@ def _density_cases(gen):
     ]
 
 
-def _iswiglu_cases(gen):
+def _prefix_density(q, how: str = ""):
+    terms = q[..., :, None] * q[..., None, :]  # [..., S, d_k, d_k]: q_sᵀ q_s for each s
+    if how == "block":
+        return terms.sum(-3, keepdim=True).expand_as(terms)
+    running = terms.cumsum(-3)
+    if how == "exclusive":
+        return running - terms
+    if how == "mean":
+        count = torch.arange(1, q.shape[-2] + 1, dtype=q.dtype)
+        return running / count[:, None, None]
+    return running
+
+
+def _slope_cases(gen):
     return [
         Case("random", (randn(gen, 3, 4, 4) * 3,)),
         Case("zeros", (torch.zeros(2, 2, dtype=torch.float64),)),
@@ -34,30 +47,57 @@ def _iswiglu_cases(gen):
     ]
 
 
-def _power_law_cases(gen):
-    def positive(*s):
-        return randn(gen, *s).abs() + 0.1
+def _iswiglu_slope(u):
+    s = torch.sigmoid(u)
+    return 2 * u * s + u * u * s * (1 - s)
 
+
+def _recover_cases(gen):
+    def positive_away_from_one(*shape):
+        # entries e^{±(0.5 … 3)}: log A_LM is never near 0, so P is well determined
+        sign = torch.where(torch.rand(*shape, generator=gen) < 0.5, -1.0, 1.0).double()
+        return (sign * (0.5 + 2.5 * torch.rand(*shape, generator=gen, dtype=torch.float64))).exp()
+
+    def case(label, A_LM, P, a, b_a):
+        return Case(label, (A_LM, a @ A_LM.pow(P) + b_a, a, b_a))
+
+    eye3 = torch.eye(3, dtype=torch.float64)
+    floor = positive_away_from_one(4, 4)
+    floor[0, 1] = floor[2, 3] = pldr.EPSILON_A
     return [
-        Case("one head", (positive(4, 4), randn(gen, 4, 4), randn(gen, 4, 4), randn(gen, 4, 4))),
-        Case(
-            "heads (H, d_k, d_k)",
-            (positive(2, 3, 3), randn(gen, 2, 3, 3), randn(gen, 2, 3, 3), randn(gen, 2, 3, 3)),
+        case(
+            "one head, diagonal a",
+            positive_away_from_one(4, 4),
+            0.3 * randn(gen, 4, 4),
+            torch.diag(1 + torch.rand(4, generator=gen, dtype=torch.float64)),
+            torch.rand(4, 4, generator=gen, dtype=torch.float64),
         ),
-        Case(
-            "P = 1, a = I, b = 0 (G = A_LM)",
-            (
-                positive(3, 3),
-                torch.ones(3, 3, dtype=torch.float64),
-                torch.eye(3, dtype=torch.float64),
-                torch.zeros(3, 3, dtype=torch.float64),
-            ),
+        case(
+            "heads (H, d_k, d_k)",
+            positive_away_from_one(2, 3, 3),
+            0.3 * randn(gen, 2, 3, 3),
+            eye3 + 0.3 * randn(gen, 2, 3, 3),
+            randn(gen, 2, 3, 3),
+        ),
+        case(
+            "a = I, b_a = 0 (G = A_P)",
+            positive_away_from_one(3, 3),
+            randn(gen, 3, 3),
+            eye3,
+            0 * eye3,
+        ),
+        case(
+            "entries at the floor ε",
+            floor,
+            0.05 * randn(gen, 4, 4),
+            torch.eye(4, dtype=torch.float64) + 0.2 * randn(gen, 4, 4),
+            randn(gen, 4, 4),
         ),
     ]
 
 
-def _power_law(A_LM, P, a, b_a):
-    return a @ A_LM.pow(P) + b_a
+def _recover_P(A_LM, G_LM, a, b_a):
+    return torch.linalg.solve(a, G_LM - b_a).log() / A_LM.log()
 
 
 def _perron_cases(gen):
@@ -206,57 +246,76 @@ register(
         "density",
         7,
         "density(q) -> Tensor",
-        "The density (Gram) operator A0 = Σ_s q_sᵀ q_s of the block's queries q (..., S, d_k), "
-        "shape (..., d_k, d_k) (a sum over positions, not a mean).",
-        lambda q: q.transpose(-1, -2) @ q,
+        "The density of every prefix of a block, for its queries q (..., S, d_k): "
+        "A0(t) = Σ_{s ≤ t} q_sᵀ q_s for t = 0 … S−1, shape (..., S, d_k, d_k) (sums, not means). "
+        "The last one is the published block density qᵀq.",
+        _prefix_density,
         _density_cases,
         (
             Mistake(
-                "q qᵀ is the S × S Gram matrix of positions; the density is qᵀ q (d_k × d_k).",
-                lambda q: q @ q.transpose(-1, -2),
+                "every position got the block density qᵀq: position t's density sums over its "
+                "own prefix s ≤ t only.",
+                lambda q: _prefix_density(q, "block"),
             ),
             Mistake(
-                "a mean over positions; the published density is a sum.",
-                lambda q: q.transpose(-1, -2) @ q / q.shape[-2],
+                "the prefix stops before t: position t's own query belongs to its density "
+                "(s ≤ t), as in the KV cache, which adds the new token's term.",
+                lambda q: _prefix_density(q, "exclusive"),
             ),
-        ),
-    ),
-    Exercise(
-        "iswiglu",
-        7,
-        "iswiglu(u) -> Tensor",
-        "iSwiGLU(u) = u · silu(u) = u² sigmoid(u), elementwise (≥ 0).",
-        pldr.iswiglu,
-        _iswiglu_cases,
-        (
-            Mistake("silu(u) alone: iSwiGLU multiplies it by u once more (u² sigmoid(u)).", F.silu),
             Mistake(
-                "u · sigmoid(u)² — the sigmoid appears once.",
-                lambda u: u * torch.sigmoid(u) ** 2,
+                "a mean over the prefix; the density is a sum (the last position must give qᵀq).",
+                lambda q: _prefix_density(q, "mean"),
             ),
         ),
     ),
     Exercise(
-        "power_law_G",
+        "iswiglu_slope",
         7,
-        "power_law_G(A_LM, P, a, b_a) -> Tensor",
-        "G_LM = a A_P + b_a with the potential A_P = A_LM^{∘P} (elementwise power, exponent "
-        "matrix P); all (..., d_k, d_k), a A_P a matrix product.",
-        _power_law,
-        _power_law_cases,
+        "iswiglu_slope(u) -> Tensor",
+        "The derivative of iSwiGLU(u) = u² sigmoid(u), elementwise, derived by hand (no "
+        "autograd); finite for |u| = 80.",
+        _iswiglu_slope,
+        _slope_cases,
         (
             Mistake(
-                "a ∘ A_P elementwise: a multiplies A_P as a matrix (a @ A_P).",
-                lambda A, P, a, b: a * A.pow(P) + b,
+                "2u·sigmoid(u) treats sigmoid(u) as a constant: the product rule also "
+                "differentiates sigmoid, with sigmoid′ = sigmoid·(1 − sigmoid).",
+                lambda u: 2 * u * torch.sigmoid(u),
             ),
             Mistake(
-                "A_P a: the product is a A_P (a on the left).",
-                lambda A, P, a, b: A.pow(P) @ a + b,
+                "that is the slope of silu(u) = u·sigmoid(u); iSwiGLU is u·silu(u), one more "
+                "factor u.",
+                lambda u: torch.sigmoid(u) * (1 + u * (1 - torch.sigmoid(u))),
             ),
             Mistake(
-                "torch.matrix_power is a matrix power with an integer exponent; the power "
-                "law is elementwise with exponents P.",
-                lambda A, P, a, b: a @ A.pow(P.mean()) + b,
+                "sigmoid′ = sigmoid² is wrong: sigmoid′ = sigmoid·(1 − sigmoid).",
+                lambda u: 2 * u * torch.sigmoid(u) + u * u * torch.sigmoid(u) ** 2,
+            ),
+        ),
+    ),
+    Exercise(
+        "recover_P",
+        7,
+        "recover_P(A_LM, G_LM, a, b_a) -> Tensor",
+        "Read a head's learned exponents off its tensors: given A_LM (entrywise positive, no "
+        "entry equal to 1), G_LM = a A_LM^{∘P} + b_a, a (invertible) and b_a, all (..., d_k, "
+        "d_k), return P.",
+        _recover_P,
+        _recover_cases,
+        (
+            Mistake(
+                "a was undone from the right, (G_LM − b_a) a⁻¹: G_LM = a A_P + b_a has a on the "
+                "left, so solve a X = G_LM − b_a.",
+                lambda A, G, a, b: ((G - b) @ torch.linalg.inv(a)).log() / A.log(),
+            ),
+            Mistake(
+                "b_a was not subtracted: A_P = a⁻¹ (G_LM − b_a).",
+                lambda A, G, a, b: torch.linalg.solve(a, G).log() / A.log(),
+            ),
+            Mistake(
+                "the ratio of logarithms is inverted: log A_P = P ∘ log A_LM, so "
+                "P = log A_P / log A_LM.",
+                lambda A, G, a, b: A.log() / torch.linalg.solve(a, G - b).log(),
             ),
         ),
     ),

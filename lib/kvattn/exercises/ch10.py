@@ -33,6 +33,7 @@ def _commutant_cases(gen):
         Case("random 4×4", (randn(gen, 4, 4),)),
         Case("a stack of 6×6", (randn(gen, 2, 6, 6),)),
         Case("already in the commutant", (diagnostics.commutant_projection(randn(gen, 4, 4)),)),
+        Case("d_k=2 (one plane)", (randn(gen, 2, 2),)),
     ]
 
 
@@ -48,6 +49,47 @@ def _commutant_flipped_beta(G):
     for i, j in diagnostics.rope_planes(G.shape[-1]):
         P[..., i, j], P[..., j, i] = -P[..., i, j], -P[..., j, i]
     return P
+
+
+def _plane_residuals(G, how: str = ""):
+    """(..., d_k/2, d_k/2): entry (a, b) is ‖block (a, b) of G − Π(G)‖²_F / ‖G‖²_F."""
+    R = G - (
+        _block_diagonal_only(G) if how == "whole blocks" else diagnostics.commutant_projection(G)
+    )
+    n = G.shape[-1] // 2
+    blocks = R.pow(2).unflatten(-1, (n, 2)).unflatten(-3, (n, 2)).sum((-3, -1))
+    if how == "not normalised":
+        return blocks
+    total = G.pow(2).sum((-2, -1))[..., None, None]
+    return blocks.sqrt() / total.sqrt() if how == "norms" else blocks / total
+
+
+def _rotations(d_k, n, theta, interleaved=True):
+    from .ch06 import rope_matrix
+
+    return torch.stack([rope_matrix(d_k, p, theta, interleaved) for p in range(n)])
+
+
+def _twirl_average(G, theta, n, how: str = ""):
+    R = _rotations(G.shape[-1], n + (how == "from 1"), theta, how != "half-split")
+    if how == "from 1":
+        R = R[1:]
+    R = R.reshape(n, *([1] * (G.ndim - 2)), *R.shape[-2:])
+    if how == "inverse":
+        return (R @ G[None] @ R.transpose(-1, -2)).mean(0)
+    return (R.transpose(-1, -2) @ G[None] @ R).mean(0)
+
+
+def _twirl_cases(gen):
+    return [
+        Case("random 4×4, θ=10000, 8 positions", (randn(gen, 4, 4), 10_000.0, 8)),
+        Case("a stack of 6×6, θ=100, 50 positions", (randn(gen, 2, 6, 6), 100.0, 50)),
+        Case("one position (no rotation)", (randn(gen, 4, 4), 10_000.0, 1)),
+        Case(
+            "G in the commutant (the average keeps it)",
+            (diagnostics.commutant_projection(randn(gen, 6, 6)), 10.0, 5),
+        ),
+    ]
 
 
 register(
@@ -78,44 +120,78 @@ register(
         "commutant_projection",
         10,
         "commutant_projection(G) -> Tensor",
-        "The orthogonal projection of G (..., d_k, d_k) onto the matrices that commute with "
-        "every "
-        "RoPE rotation (interleaved planes): per plane a block [[α, −β], [β, α]], zero "
-        "elsewhere.",
+        "The orthogonal (Frobenius) projection of G (..., d_k, d_k) onto the matrices that "
+        "commute with every RoPE rotation (interleaved planes, distinct frequencies): those are "
+        "block-diagonal in the planes with each 2×2 block a·I + b·J, J the rotation by 90°.",
         diagnostics.commutant_projection,
         _commutant_cases,
         (
             Mistake(
-                "the 2×2 diagonal blocks were kept as they are; only their rotation-scaling "
-                "part [[α, −β], [β, α]] commutes with a rotation.",
+                "the 2×2 diagonal blocks were kept as they are; only their a·I + b·J part "
+                "commutes with a rotation, the symmetric traceless rest does not.",
                 _block_diagonal_only,
             ),
             Mistake(
-                "β with the wrong sign: β = ½(G[j, i] − G[i, j]) for the plane (i, j).",
+                "b with the wrong sign: the coefficient of J in the plane (i, j) is "
+                "⟨G, J⟩/⟨J, J⟩ = ½(G[j, i] − G[i, j]) for J = [[0, −1], [1, 0]].",
                 _commutant_flipped_beta,
+            ),
+            Mistake(
+                "the coefficients were not divided by ⟨B, B⟩ = 2: the basis I, J of a plane is "
+                "orthogonal but not orthonormal.",
+                lambda G: 2 * diagnostics.commutant_projection(G),
             ),
         ),
     ),
     Exercise(
-        "commutant_residual",
+        "plane_residuals",
         10,
-        "commutant_residual(G) -> Tensor",
-        "‖G − Π(G)‖_F / ‖G‖_F per matrix of G (..., d_k, d_k), Π the commutant projection: 0 "
-        "when "
-        "G keeps only relative positions.",
-        diagnostics.commutant_residual,
+        "plane_residuals(G) -> Tensor",
+        "Where the part of G (..., d_k, d_k) outside the RoPE commutant lives: a "
+        "(..., d_k/2, d_k/2) tensor whose entry (a, b) is the squared Frobenius norm of the 2×2 "
+        "block of G − Π(G) in rows of plane a and columns of plane b, over ‖G‖²_F; its entries "
+        "sum to the squared commutant residual.",
+        _plane_residuals,
         _commutant_cases,
         (
             Mistake(
-                "not normalised by ‖G‖_F.",
-                lambda G: (G - diagnostics.commutant_projection(G)).norm(dim=(-2, -1)),
+                "the diagonal blocks were counted as inside the commutant: only their a·I + b·J "
+                "part is; the rest of a diagonal block is outside.",
+                lambda G: _plane_residuals(G, "whole blocks"),
             ),
             Mistake(
-                "squared norms: the ratio of Frobenius norms, not of their squares.",
-                lambda G: (
-                    (G - diagnostics.commutant_projection(G)).pow(2).sum((-2, -1))
-                    / G.pow(2).sum((-2, -1))
-                ),
+                "not normalised by ‖G‖²_F.",
+                lambda G: _plane_residuals(G, "not normalised"),
+            ),
+            Mistake(
+                "norms, not squared norms: only the squares add up to the squared residual.",
+                lambda G: _plane_residuals(G, "norms"),
+            ),
+        ),
+    ),
+    Exercise(
+        "twirl_average",
+        10,
+        "twirl_average(G, theta, n) -> Tensor",
+        "The average the density applies to one position's term, over positions p = 0 … n−1: "
+        "(1/n) Σ_p R(p)ᵀ G R(p), for G (..., d_k, d_k) and RoPE's R(p) with base θ "
+        "(interleaved planes; rope(x) = x R(p) for a row x).",
+        _twirl_average,
+        _twirl_cases,
+        (
+            Mistake(
+                "R(p) G R(p)ᵀ rotates the other way (the twirl by −p): a query rotated as "
+                "q R(p) contributes R(p)ᵀ qᵀ q R(p) to the density.",
+                lambda G, t, n: _twirl_average(G, t, n, "inverse"),
+            ),
+            Mistake(
+                "positions 1 … n: the block starts at position 0, which is not rotated.",
+                lambda G, t, n: _twirl_average(G, t, n, "from 1"),
+            ),
+            Mistake(
+                "the half-split layout (planes (t, t + d_k/2)); this model rotates interleaved "
+                "pairs (2t, 2t+1).",
+                lambda G, t, n: _twirl_average(G, t, n, "half-split"),
             ),
         ),
     ),
