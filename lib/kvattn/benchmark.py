@@ -322,8 +322,9 @@ def matmul_rate(
         t0 = _clock()
         a @ b
         _sync(device)
+        elapsed = _clock() - t0
         if i:  # the first is the warm-up
-            times.append(_clock() - t0)
+            times.append(elapsed)
     return 2 * n**3 / min(times)
 
 
