@@ -646,3 +646,10 @@ def test_violations_from_the_gate_estimate_the_population_values():
     scale = EXERCISES["scale_violation_samples"].reference(torch.sigmoid, 2.0, a, b)
     assert exchange == pytest.approx(symmetry.exchange_violation("silu"), rel=0.02)
     assert scale == pytest.approx(symmetry.scale_violation("silu", 2.0), rel=0.03)
+
+
+def test_slots_needed_values():
+    ref = EXERCISES["slots_needed"].reference
+    assert ref(64, 32, 16, 16, 0.625) == 16  # 320 bits, 20 bits per slot: exactly full
+    assert ref(65, 32, 16, 16, 0.625) == 17  # 5 more bits need one more slot
+    assert ref(10, 1, 4, 4, 1.0) == 0  # one value carries no information

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -60,6 +62,19 @@ def _agreement_over_chance(next_token, top_token):
 def _over(chance):
     """A wrong answer that divides the right rate by a wrong chance level."""
     return lambda nxt, top: float((nxt == top).double().mean() / chance(nxt, top))
+
+
+def _slots_needed(n_pairs, n_values, d, d_out, bits_per_weight):
+    return math.ceil(n_pairs * math.log2(n_values) / (bits_per_weight * (d + d_out)))
+
+
+def _slots_cases(_gen):
+    return [
+        Case("4096 pairs of 32 values, d = 16, d_out = 32", (4096, 32, 16, 32, 0.7)),
+        Case("the bits fill the slots exactly", (64, 32, 16, 16, 0.625)),
+        Case("1000 pairs of 10 values, wide keys", (1000, 10, 128, 10, 0.3)),
+        Case("one value: nothing to store", (500, 1, 16, 1, 1.0)),
+    ]
 
 
 def _top_trigger_cases(gen):
@@ -162,6 +177,38 @@ register(
             Mistake(
                 "the ratio upside down: divide the measured rate by the chance rate.",
                 lambda nxt, top: float(_chance(nxt, top) / (nxt == top).double().mean()),
+            ),
+        ),
+    ),
+    Exercise(
+        "slots_needed",
+        1,
+        "slots_needed(n_pairs, n_values, d, d_out, bits_per_weight) -> int",
+        "The fewest slots m of a key-value layer (keys in R^d, values in R^d_out) that can store "
+        "n_pairs associations, each naming one of n_values values, if the layer stores "
+        "bits_per_weight bits in each of its weights.",
+        _slots_needed,
+        _slots_cases,
+        (
+            Mistake(
+                "one pair per slot: a slot is not a pigeon-hole; which slots fire, and how "
+                "strongly, is a code shared by all the pairs, and the chapter measured capacity "
+                "per weight.",
+                lambda n, k, d, d_out, b: n,
+            ),
+            Mistake(
+                "n_values bits per association: naming one of n_values values takes "
+                "log2(n_values) bits.",
+                lambda n, k, d, d_out, b: math.ceil(n * k / (b * (d + d_out))),
+            ),
+            Mistake(
+                "only the values' weights counted: every slot brings d key weights as well as "
+                "d_out value weights.",
+                lambda n, k, d, d_out, b: math.ceil(n * math.log2(k) / (b * d_out)),
+            ),
+            Mistake(
+                "rounded down: the slots must hold at least all the bits, so round up.",
+                lambda n, k, d, d_out, b: math.floor(n * math.log2(k) / (b * (d + d_out))),
             ),
         ),
     ),
