@@ -98,14 +98,14 @@ def test_generic_hints_for_unlisted_mistakes():
 
 
 def test_in_place_modification_is_refused():
-    def sneaky(B):
-        B.add_(B.transpose(-1, -2).clone()).mul_(0.5)
-        return B.clone()
+    def sneaky(M, r):
+        M.add_(M.transpose(-1, -2).clone()).mul_(0.5)
+        return EXERCISES["best_slot_form"].reference(M, r)
 
     with pytest.raises(
-        ExerciseFailed, match=r"modified its input \(argument 1, tensor of shape \(4, 4\)\)"
+        ExerciseFailed, match=r"modified its input \(argument 1, tensor of shape \(3, 5, 5\)\)"
     ):
-        check("symmetrise", sneaky)
+        check("best_slot_form", sneaky)
 
 
 def test_modifying_an_input_list_is_refused():
@@ -667,3 +667,107 @@ def test_minimum_detectable_effect_exercise_values_and_mistakes():
 def test_eckart_young_exercise_names_the_slot_cut_as_a_mistake():
     with pytest.raises(ExerciseFailed, match="the cut chapter 2 makes for the slot score"):
         check("eckart_young", lambda M, r: mlp.score_cut(M, r)[0].mT @ mlp.score_cut(M, r)[1])
+
+
+# -- Part I: the references against the library and against measurements ------------------------
+
+
+def test_agreement_chance_is_the_mean_over_every_pairing():
+    """The exact chance level is the average agreement over all m! pairings of values with keys
+    (what memories.agreement estimates by shuffling)."""
+    import itertools
+
+    next_token = torch.tensor([3, 1, 3, 2, 3])
+    top_token = torch.tensor([3, 3, 2, 1, 0])
+    rates = [
+        float((top_token[list(p)] == next_token).double().mean())
+        for p in itertools.permutations(range(5))
+    ]
+    rate = float((top_token == next_token).double().mean())
+    expected = rate / (sum(rates) / len(rates))
+    got = EXERCISES["agreement_over_chance"].reference(next_token, top_token)
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_gated_mlp_reference_is_the_course_layer_in_llama_layout():
+    layer = mlp.GatedMLP(5, 7, 3, variant="swiglu").double()
+    x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        got = EXERCISES["gated_mlp"].reference(x, layer.W_q, layer.W_v.T, layer.W_k, F.silu)
+        torch.testing.assert_close(got, layer(x))
+
+
+def test_best_slot_form_is_the_score_cut_and_beats_the_matrix_cut():
+    M = torch.randn(4, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(10))
+    S = EXERCISES["best_slot_form"].reference(M, 1)
+    Q, K = mlp.score_cut(M, 1)
+    torch.testing.assert_close(S, (Q.mT @ K + K.mT @ Q) / 2)
+    sym = (M + M.mT) / 2
+    U, s, Vh = torch.linalg.svd(M)
+    ey = (U[..., :1] * s[..., None, :1]) @ Vh[..., :1, :]
+    score_error = (sym - S).norm(dim=(-2, -1))
+    matrix_error = (sym - (ey + ey.mT) / 2).norm(dim=(-2, -1))
+    assert bool((score_error <= matrix_error + 1e-12).all())
+
+
+def test_form_from_outputs_recovers_the_symmetrised_interaction_tensor():
+    from kvattn import interaction
+
+    layer = mlp.GatedMLP(5, 6, 3, variant="bilinear").double().requires_grad_(False)
+    S = EXERCISES["form_from_outputs"].reference(layer, 5)
+    torch.testing.assert_close(S, interaction.symmetrise(interaction.interaction_tensor(layer)))
+
+
+def test_effective_parameters_is_the_jacobian_rank_of_the_layer():
+    """The rank of ∂sym(B)/∂weights equals kvattn.symmetry.jacobian_rank of the layer's outputs,
+    below saturation (two directions per slot lost) and above it (the function space is full)."""
+    for d, m, d_out in ((6, 3, 4), (3, 6, 2)):
+        torch.manual_seed(d)
+        layer = mlp.GatedMLP(d, m, d_out, variant="bilinear").double()
+        x = torch.randn(400, d, dtype=torch.float64)
+        measured = symmetry.jacobian_rank(layer, x).rank
+        got = EXERCISES["effective_parameters"].reference(
+            layer.W_q.detach(), layer.W_k.detach(), layer.W_v.detach()
+        )
+        assert got == measured == min(m * (2 * d + d_out - 2), d_out * d * (d + 1) // 2)
+
+
+def test_symmetry_directions_match_the_measured_jacobian_deficits():
+    torch.manual_seed(0)
+    x = torch.randn(400, 6)
+    m = 3
+    layers = {kind: mlp.GatedMLP(6, m, 4, variant=kind) for kind in exercises.ch04._GATED}
+    layers["symmetric_silu"] = mlp.SymmetricRank1Bilinear(6, m, 4, act="silu")
+    layers["key_value_relu"] = mlp.KeyValueMLP(6, m, 4, act="relu")
+    layers["key_value_silu"] = mlp.KeyValueMLP(6, m, 4, act="silu")
+    reference = EXERCISES["symmetry_directions"].reference
+    assert set(layers) == set(exercises.ch04._DIRECTIONS)
+    for kind, layer in layers.items():
+        assert symmetry.jacobian_rank(layer, x).deficit == m * reference(kind), kind
+
+
+def test_conserved_quantity_matches_the_library_and_combines_symmetries():
+    layer = mlp.GatedMLP(4, 5, 3, variant="bilinear")
+    C = symmetry.conserved_quantities(layer)
+    ref = EXERCISES["conserved_quantity"].reference
+    with torch.no_grad():
+        torch.testing.assert_close(ref((layer.W_q, layer.W_k), (1, -1)), C["qk"])
+        torch.testing.assert_close(ref((layer.W_k, layer.W_v), (1, -1)), C["kv"])
+        both = ref((layer.W_q, layer.W_k, layer.W_v), (1, 1, -2))
+        torch.testing.assert_close(both, C["qv"] + C["kv"])
+
+
+def test_violations_from_the_gate_estimate_the_population_values():
+    gen = torch.Generator().manual_seed(11)
+    a, b = (torch.randn(400_000, generator=gen, dtype=torch.float64) for _ in range(2))
+    exchange = EXERCISES["exchange_violation_samples"].reference(torch.sigmoid, a, b)
+    scale = EXERCISES["scale_violation_samples"].reference(torch.sigmoid, 2.0, a, b)
+    assert exchange == pytest.approx(symmetry.exchange_violation("silu"), rel=0.02)
+    assert scale == pytest.approx(symmetry.scale_violation("silu", 2.0), rel=0.03)
+
+
+def test_slots_needed_values():
+    ref = EXERCISES["slots_needed"].reference
+    assert ref(64, 32, 16, 16, 0.625) == 16  # 320 bits, 20 bits per slot: exactly full
+    assert ref(65, 32, 16, 16, 0.625) == 17  # 5 more bits need one more slot
+    assert ref(10, 1, 4, 4, 1.0) == 0  # one value carries no information

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -20,6 +22,58 @@ def _kv_cases(gen):
             "all keys negative",
             (randn(gen, 3, d).abs(), -randn(gen, m, d).abs(), randn(gen, m, d)),
         ),
+    ]
+
+
+def _agreement_cases(gen):
+    # Slots' next tokens drawn from a skewed (Zipf-like) vocabulary, as in real text; about a
+    # fifth of the values point at their slot's next token, the rest at a token of their own.
+    weights = 1.0 / torch.arange(1, 41, dtype=torch.float64)
+    next_token = torch.multinomial(weights, 300, replacement=True, generator=gen)
+    own = torch.multinomial(weights, 300, replacement=True, generator=gen)
+    hit = torch.rand(300, generator=gen, dtype=torch.float64) < 0.2
+    perm = torch.randperm(12, generator=gen)
+    distinct_top = perm.clone()
+    distinct_top[3:] = perm[3:].roll(1)  # three slots agree, the other nine are a cycle
+    return [
+        Case(
+            "300 slots, skewed token frequencies", (next_token, torch.where(hit, next_token, own))
+        ),
+        Case("12 slots, every token once", (perm, distinct_top)),
+        Case("every slot the same token", (torch.full((8,), 5), torch.full((8,), 5))),
+        Case("one slot", (torch.tensor([7]), torch.tensor([7]))),
+        Case("no slot agrees", (torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]))),
+    ]
+
+
+def _chance(next_token, top_token):
+    """Expected agreement rate when values are paired with keys at random: Σ_t n_t n'_t / m²."""
+    size = int(torch.cat([next_token, top_token]).max()) + 1
+    n = torch.bincount(next_token, minlength=size).double()
+    n_top = torch.bincount(top_token, minlength=size).double()
+    return (n * n_top).sum() / len(next_token) ** 2
+
+
+def _agreement_over_chance(next_token, top_token):
+    rate = (next_token == top_token).double().mean()
+    return float(rate / _chance(next_token, top_token))
+
+
+def _over(chance):
+    """A wrong answer that divides the right rate by a wrong chance level."""
+    return lambda nxt, top: float((nxt == top).double().mean() / chance(nxt, top))
+
+
+def _slots_needed(n_pairs, n_values, d, d_out, bits_per_weight):
+    return math.ceil(n_pairs * math.log2(n_values) / (bits_per_weight * (d + d_out)))
+
+
+def _slots_cases(_gen):
+    return [
+        Case("4096 pairs of 32 values, d = 16, d_out = 32", (4096, 32, 16, 32, 0.7)),
+        Case("the bits fill the slots exactly", (64, 32, 16, 16, 0.625)),
+        Case("1000 pairs of 10 values, wide keys", (1000, 10, 128, 10, 0.3)),
+        Case("one value: nothing to store", (500, 1, 16, 1, 1.0)),
     ]
 
 
@@ -87,6 +141,74 @@ register(
             Mistake(
                 "shape (k, m): transpose so that row j lists key j's triggers.",
                 lambda c, k: c.topk(k, dim=0).indices,
+            ),
+        ),
+    ),
+    Exercise(
+        "agreement_over_chance",
+        1,
+        "agreement_over_chance(next_token, top_token) -> float",
+        "next_token (m,): for every slot, the token that followed its key's top trigger; "
+        "top_token (m,): its value's top token (integer ids). Return the agreement rate (the "
+        "share of slots where the two are equal) divided by the rate expected when values are "
+        "paired with the slots' keys at random, computed exactly rather than by shuffling.",
+        _agreement_over_chance,
+        _agreement_cases,
+        (
+            Mistake(
+                "chance taken as 1/m, the probability that a random pairing gives a slot its own "
+                "value back; but any value whose top token is the slot's next token agrees, so "
+                "frequent tokens agree by chance far more often. Count, for every token t, the "
+                "slots with next token t and the values with top token t.",
+                _over(lambda nxt, top: 1 / len(nxt)),
+            ),
+            Mistake(
+                "chance taken as 1 / (number of distinct tokens), as if every token were equally "
+                "likely; the tokens of real text are far from uniform, and agreement by chance "
+                "depends on how often each token occurs on both sides.",
+                _over(lambda nxt, top: 1 / len(torch.unique(torch.cat([nxt, top])))),
+            ),
+            Mistake(
+                "chance computed from the values alone (the chance that two random values share "
+                "a top token); a chance agreement pairs a slot's next token with another slot's "
+                "value, so it needs the frequencies of both.",
+                _over(lambda nxt, top: (torch.bincount(top).double() ** 2).sum() / len(top) ** 2),
+            ),
+            Mistake(
+                "the ratio upside down: divide the measured rate by the chance rate.",
+                lambda nxt, top: float(_chance(nxt, top) / (nxt == top).double().mean()),
+            ),
+        ),
+    ),
+    Exercise(
+        "slots_needed",
+        1,
+        "slots_needed(n_pairs, n_values, d, d_out, bits_per_weight) -> int",
+        "The fewest slots m of a key-value layer (keys in R^d, values in R^d_out) that can store "
+        "n_pairs associations, each naming one of n_values values, if the layer stores "
+        "bits_per_weight bits in each of its weights.",
+        _slots_needed,
+        _slots_cases,
+        (
+            Mistake(
+                "one pair per slot: a slot is not a pigeon-hole; which slots fire, and how "
+                "strongly, is a code shared by all the pairs, and the chapter measured capacity "
+                "per weight.",
+                lambda n, k, d, d_out, b: n,
+            ),
+            Mistake(
+                "n_values bits per association: naming one of n_values values takes "
+                "log2(n_values) bits.",
+                lambda n, k, d, d_out, b: math.ceil(n * k / (b * (d + d_out))),
+            ),
+            Mistake(
+                "only the values' weights counted: every slot brings d key weights as well as "
+                "d_out value weights.",
+                lambda n, k, d, d_out, b: math.ceil(n * math.log2(k) / (b * d_out)),
+            ),
+            Mistake(
+                "rounded down: the slots must hold at least all the bits, so round up.",
+                lambda n, k, d, d_out, b: math.floor(n * math.log2(k) / (b * (d + d_out))),
             ),
         ),
     ),

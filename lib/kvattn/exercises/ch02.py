@@ -29,6 +29,57 @@ def _mlp_cases(gen, rank: int | None = None):
     return cases
 
 
+def _llama_cases(gen):
+    d, m = 5, 7
+    cases = []
+    for label, sigma, n, d_out in (
+        ("SiLU (SwiGLU), 4 tokens", F.silu, (4,), d),
+        ("ReLU (ReGLU), one token", F.relu, (1,), 3),
+        ("GELU (GEGLU), d_out ≠ d", F.gelu, (3,), 2),
+        ("tanh, batch axis", torch.tanh, (2, 3), d),
+    ):
+        w1, w3 = (randn(gen, m, d) / math.sqrt(d) for _ in range(2))
+        w2 = randn(gen, d_out, m) / math.sqrt(m)
+        cases.append(Case(label, (randn(gen, *n, d), w1, w2, w3, sigma)))
+    return cases
+
+
+def _sym(M):
+    return (M + M.mT) / 2
+
+
+def _best_slot_form(M, r):
+    from ..mlp import score_cut
+
+    Q, K = score_cut(M, r)
+    return _sym(Q.mT @ K)  # sym(Σ_s q_s k_sᵀ)
+
+
+def _svd_cut(M, r):
+    U, S, Vh = torch.linalg.svd(M)
+    return (U[..., :r] * S[..., None, :r]) @ Vh[..., :r, :]
+
+
+def _eig_cut(M, r, keep):
+    lam, V = torch.linalg.eigh(_sym(M))
+    key = lam.abs() if keep == "magnitude" else lam
+    order = key.argsort(-1, descending=True)[..., :r]
+    kept = torch.zeros_like(lam).scatter(-1, order, lam.gather(-1, order))
+    return (V * kept[..., None, :]) @ V.mT
+
+
+def _best_slot_cases(gen):
+    A = randn(gen, 5, 5)
+    spd = A @ A.T + torch.eye(5, dtype=torch.float64)
+    return [
+        Case("three random slots, d = 5, r = 1", (randn(gen, 3, 5, 5), 1)),
+        Case("one slot, d = 6, r = 2", (randn(gen, 6, 6), 2)),
+        Case("antisymmetric slot: no score at all", (A - A.T, 1)),
+        Case("positive definite slot, r = 2", (spd, 2)),
+        Case("2r ≥ d: the whole score is kept", (randn(gen, 2, 3, 3), 2)),
+    ]
+
+
 def _bilinear_attention(x, Q, K, V, sigma):
     scores = torch.einsum("...i,jsi,jsk,...k->...j", x, Q, K, x)
     return sigma(scores) @ V
@@ -68,40 +119,84 @@ register(
         "symmetric_rank1",
         2,
         "symmetric_rank1(x, W_q, W_k, W_v, sigma) -> Tensor",
-        "The rank-1 bilinear layer σ((x W_qᵀ) ⊙ (x W_kᵀ)) W_v; W_q, W_k (m, d), W_v (m, d_out).",
+        "The rank-1 bilinear layer Σ_j σ((x·q_j)(x·k_j)) v_j, built from bilinear_attention_mlp "
+        "by theorem (iii) of chapter 2: W_q, W_k (m, d) hold one query and one key per slot as "
+        "rows, W_v (m, d_out).",
         lambda x, Wq, Wk, Wv, s: s((x @ Wq.T) * (x @ Wk.T)) @ Wv,
         _mlp_cases,
         (
             Mistake(
-                "σ on the query factor only: that is the gated MLP.",
+                "σ on the query factor only: that is the gated MLP, not rank-1 bilinear attention.",
                 lambda x, Wq, Wk, Wv, s: (s(x @ Wq.T) * (x @ Wk.T)) @ Wv,
             ),
             Mistake(
                 "σ on both factors: the product is taken first, then σ.",
                 lambda x, Wq, Wk, Wv, s: (s(x @ Wq.T) * s(x @ Wk.T)) @ Wv,
             ),
+            Mistake(
+                "σ applied to the output: σ acts on each slot's score, before the scores weight "
+                "the values.",
+                lambda x, Wq, Wk, Wv, s: s(((x @ Wq.T) * (x @ Wk.T)) @ Wv),
+            ),
         ),
     ),
     Exercise(
         "gated_mlp",
         2,
-        "gated_mlp(x, W_q, W_k, W_v, sigma) -> Tensor",
-        "The gated MLP (GLU family) (σ(x W_qᵀ) ⊙ (x W_kᵀ)) W_v; σ on the query factor.",
-        lambda x, Wq, Wk, Wv, s: (s(x @ Wq.T) * (x @ Wk.T)) @ Wv,
-        _mlp_cases,
+        "gated_mlp(x, w1, w2, w3, sigma) -> Tensor",
+        "A LLaMA-style feed-forward layer read as memory slots. w1 (m, d), w3 (m, d) and "
+        "w2 (d_out, m) are the weights of LLaMA's three nn.Linear layers (gate, up and down "
+        "projections, as torch stores them); sigma is the activation. Return the layer's output "
+        "(..., d_out) for x (..., d).",
+        lambda x, w1, w2, w3, s: (s(x @ w1.T) * (x @ w3.T)) @ w2.T,
+        _llama_cases,
         (
             Mistake(
-                "σ on the key factor: by the course's convention the gate is σ(x·q_j) "
-                "(W_q = the gate projection).",
-                lambda x, Wq, Wk, Wv, s: ((x @ Wq.T) * s(x @ Wk.T)) @ Wv,
+                "σ on the up projection w3: the gate is w1, the course's W_q (σ(x·q_j)), and w3 "
+                "holds the keys k_j, which enter linearly.",
+                lambda x, w1, w2, w3, s: ((x @ w1.T) * s(x @ w3.T)) @ w2.T,
             ),
             Mistake(
-                "σ on the product: that is the symmetric rank-1 form.",
-                lambda x, Wq, Wk, Wv, s: s((x @ Wq.T) * (x @ Wk.T)) @ Wv,
+                "σ on the product of the two projections: that is the symmetric rank-1 form, "
+                "before σ was moved onto the query factor.",
+                lambda x, w1, w2, w3, s: s((x @ w1.T) * (x @ w3.T)) @ w2.T,
             ),
             Mistake(
-                "σ applied to the output instead of a factor.",
-                lambda x, Wq, Wk, Wv, s: s(((x @ Wq.T) * (x @ Wk.T)) @ Wv),
+                "σ on both projections: only the gate projection w1 passes through σ.",
+                lambda x, w1, w2, w3, s: (s(x @ w1.T) * s(x @ w3.T)) @ w2.T,
+            ),
+        ),
+    ),
+    Exercise(
+        "best_slot_form",
+        2,
+        "best_slot_form(M, r) -> Tensor",
+        "M (..., d, d): slot matrices M_j = Q_j K_jᵀ. Return the symmetric matrix whose quadratic "
+        "form is the score of the best rank-r slot (the slot Σ_s q_s k_sᵀ whose score x S xᵀ is "
+        "closest to x M_j xᵀ, S closest to sym(M_j) in Frobenius norm), shape (..., d, d).",
+        _best_slot_form,
+        _best_slot_cases,
+        (
+            Mistake(
+                "the symmetric part of the Eckart–Young cut (the SVD of M): that is the best "
+                "rank-r matrix, and it spends rank on the antisymmetric part of M, which no score "
+                "sees. Cut sym(M) instead.",
+                lambda M, r: _sym(_svd_cut(M, r)),
+            ),
+            Mistake(
+                "the r eigenpairs of sym(M) largest in magnitude: one rank-1 term q kᵀ carries "
+                "one positive and one negative eigenpair, so a rank-r slot keeps the r largest "
+                "positive and the r most negative eigenvalues (up to 2r in all).",
+                lambda M, r: _eig_cut(M, r, "magnitude"),
+            ),
+            Mistake(
+                "only the r largest eigenvalues of sym(M): the negative ones matter as much, a "
+                "rank-r slot can hold r of each sign.",
+                lambda M, r: _eig_cut(M, r, "largest"),
+            ),
+            Mistake(
+                "sym(M) returned uncut.",
+                lambda M, r: _sym(M),
             ),
         ),
     ),

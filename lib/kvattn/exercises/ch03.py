@@ -17,13 +17,83 @@ def _interaction_cases(gen):
     ]
 
 
-def _symmetrise_cases(gen):
+def _bilinear_layer(W_q, W_k, W_v):
+    """The bilinear layer ((x W_qᵀ) ⊙ (x W_kᵀ)) W_v as a function of x (..., d) only."""
+
+    def layer(x):
+        return ((x @ W_q.T) * (x @ W_k.T)) @ W_v
+
+    return layer
+
+
+def _quadratic_form(A):
+    """x ↦ x A xᵀ for one matrix A (d, d), as a layer with one output, (..., 1)."""
+
+    def layer(x):
+        return ((x @ A) * x).sum(-1, keepdim=True)
+
+    return layer
+
+
+def _form_cases(gen):
+    d = 4
+    N = randn(gen, d, d)
     return [
-        Case("one matrix", (randn(gen, 4, 4),)),
-        Case("a stack (d_out, d, d)", (randn(gen, 3, 5, 5),)),
-        Case("already symmetric", (torch.eye(3, dtype=torch.float64) * 2,)),
-        Case("antisymmetric", ((lambda a: a - a.T)(randn(gen, 4, 4)),)),
+        Case(
+            "bilinear layer, 6 slots, d = 4, 3 outputs",
+            (_bilinear_layer(randn(gen, 6, d), randn(gen, 6, d), randn(gen, 6, 3)), d),
+        ),
+        Case("one non-symmetric form x A xᵀ, d = 5", (_quadratic_form(randn(gen, 5, 5)), 5)),
+        Case("an antisymmetric form: the layer outputs 0", (_quadratic_form(N - N.T), d)),
+        Case("d = 1", (_bilinear_layer(randn(gen, 2, 1), randn(gen, 2, 1), randn(gen, 2, 2)), 1)),
     ]
+
+
+def _polarise(layer, d, half_off=True, diagonal="polarised"):
+    """sym(B) from outputs: S_ab = ½(f(e_a + e_b) − f(e_a) − f(e_b)); the keyword arguments give
+    the listed wrong variants (½ forgotten off the diagonal, or f(e_a + e_b) read as S_ab)."""
+    eye = torch.eye(d, dtype=torch.float64)
+    single = layer(eye)  # (d, d_out): f(e_a) = S_aa
+    pairs = layer(eye[:, None, :] + eye[None, :, :])  # (d, d, d_out): f(e_a + e_b)
+    if diagonal == "raw pairs":
+        S = pairs.clone()
+    else:
+        S = (pairs - single[:, None, :] - single[None, :, :]) * (0.5 if half_off else 1.0)
+    if diagonal != "polarised":
+        S[range(d), range(d)] = single
+    return S.permute(2, 0, 1)
+
+
+def _effective_cases(gen):
+    return [
+        Case(label, (randn(gen, m, d), randn(gen, m, d), randn(gen, m, d_out)))
+        for label, d, m, d_out in (
+            ("d = 4, 2 slots, 3 outputs", 4, 2, 3),
+            ("one slot, d = 3, one output", 3, 1, 1),
+            ("chapter 4's size: d = 6, 3 slots, 4 outputs", 6, 3, 4),
+            ("many slots: d = 3, 6 slots, 2 outputs", 3, 6, 2),
+        )
+    ]
+
+
+def _jacobian_rank_of(form, W_q, W_k, W_v) -> int:
+    jac = torch.func.jacrev(form, argnums=(0, 1, 2))(W_q, W_k, W_v)
+    matrix = torch.cat([j.reshape(j.shape[0], -1) for j in jac], dim=1)
+    s = torch.linalg.svdvals(matrix)
+    return int((s > 1e-10 * s[0]).sum())
+
+
+def _effective_parameters(W_q, W_k, W_v):
+    return _jacobian_rank_of(
+        lambda q, k, v: interaction.symmetrise(torch.einsum("jo,ja,jb->oab", v, q, k)).flatten(),
+        W_q,
+        W_k,
+        W_v,
+    )
+
+
+def _n_params(W_q, W_k, W_v):
+    return W_q.numel() + W_k.numel() + W_v.numel()
 
 
 def _gated_interaction_cases(gen):
@@ -83,22 +153,30 @@ register(
         ),
     ),
     Exercise(
-        "symmetrise",
+        "form_from_outputs",
         3,
-        "symmetrise(B) -> Tensor",
-        "The symmetric part ½(B + Bᵀ) of every matrix in B (..., d, d), transposing the last "
-        "two "
-        "axes only.",
-        interaction.symmetrise,
-        _symmetrise_cases,
+        "form_from_outputs(layer, d) -> Tensor",
+        "layer: a function mapping float64 tokens (..., d) to (..., d_out) that is a quadratic "
+        "form in every output (a bilinear layer, say), weights unseen. Return sym(B), shape "
+        "(d_out, d, d), the symmetric matrices with layer(x)[o] = x sym(B_o) xᵀ, using only calls "
+        "to layer.",
+        _polarise,
+        _form_cases,
         (
             Mistake(
-                "B + Bᵀ without the ½: the quadratic form doubles.",
-                lambda B: B + B.transpose(-1, -2),
+                "2 sym(B): f(e_a + e_b) − f(e_a) − f(e_b) counts the cross term twice, "
+                "x S xᵀ holds S_ab and S_ba (the Hessian of x S xᵀ is 2S as well); halve it.",
+                lambda layer, d: 2 * _polarise(layer, d),
             ),
             Mistake(
-                "½(B − Bᵀ) is the antisymmetric part; the symmetric part adds the transpose.",
-                lambda B: 0.5 * (B - B.transpose(-1, -2)),
+                "the off-diagonal entries are twice too large: f(e_a + e_b) − f(e_a) − f(e_b) "
+                "= S_ab + S_ba = 2 S_ab for a symmetric S.",
+                lambda layer, d: _polarise(layer, d, half_off=False, diagonal="single"),
+            ),
+            Mistake(
+                "f(e_a + e_b) read as S_ab: it also holds the diagonal terms S_aa + S_bb; "
+                "subtract f(e_a) and f(e_b), then halve.",
+                lambda layer, d: _polarise(layer, d, diagonal="raw pairs"),
             ),
         ),
     ),
@@ -119,6 +197,48 @@ register(
             Mistake(
                 "the gate is missing (this is the bilinear layer's constant B).",
                 lambda x, Wq, Wk, Wv, g: torch.einsum("mo,mi,mj->oij", Wv, Wq, Wk),
+            ),
+        ),
+    ),
+    Exercise(
+        "effective_parameters",
+        3,
+        "effective_parameters(W_q, W_k, W_v) -> int",
+        "The number of directions in weight space that change the function of the bilinear "
+        "layer ((x W_qᵀ) ⊙ (x W_kᵀ)) W_v near these weights: the rank of the Jacobian of the "
+        "function with respect to all weights. W_q, W_k (m, d), W_v (m, d_out); generic "
+        "(random) weights.",
+        _effective_parameters,
+        _effective_cases,
+        (
+            Mistake(
+                "the number of weights: each slot's scalings (q, k, v) → (αq, βk, v/(αβ)) "
+                "change no output, two directions per slot that the function does not feel.",
+                _n_params,
+            ),
+            Mistake(
+                "the exchange q_j ↔ k_j counted as a direction: it is a discrete swap, which "
+                "removes no direction; only the continuous scalings do (two per slot).",
+                lambda Wq, Wk, Wv: _n_params(Wq, Wk, Wv) - 3 * len(Wq),
+            ),
+            Mistake(
+                "one direction per slot: the bilinear layer has two scalings per slot, "
+                "(q, k) → (αq, k/α) and (k, v) → (αk, v/α).",
+                lambda Wq, Wk, Wv: _n_params(Wq, Wk, Wv) - len(Wq),
+            ),
+            Mistake(
+                "the weights minus two per slot, without asking whether the function has room "
+                "for them: the function is sym(B), d_out·d(d+1)/2 numbers, and with many slots "
+                "the weights have more directions than that.",
+                lambda Wq, Wk, Wv: _n_params(Wq, Wk, Wv) - 2 * len(Wq),
+            ),
+            Mistake(
+                "the Jacobian of B instead of sym(B) (or of the outputs): B also records the "
+                "antisymmetric part, which no output sees, so it counts directions that change "
+                "the weights' tensor but not the function.",
+                lambda Wq, Wk, Wv: _jacobian_rank_of(
+                    lambda q, k, v: torch.einsum("jo,ja,jb->oab", v, q, k).flatten(), Wq, Wk, Wv
+                ),
             ),
         ),
     ),

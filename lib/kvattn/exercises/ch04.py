@@ -11,38 +11,106 @@ from .. import mlp, symmetry
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
+def _step(z):
+    return (z > 0).to(z.dtype)
+
+
+def _normal_cdf(z):
+    return 0.5 * (1 + torch.erf(z / math.sqrt(2)))
+
+
 def _violation_cases(gen, with_alpha: bool):
     cases = []
-    for label, sigma in (
-        ("SiLU", F.silu),
-        ("ReLU", F.relu),
-        ("tanh", torch.tanh),
-        ("identity", lambda z: z),
+    for label, gate in (
+        ("SiLU's gate, sigmoid", torch.sigmoid),
+        ("ReLU's gate, the step", _step),
+        ("GELU's gate, the normal CDF", _normal_cdf),
+        ("the identity's gate, 1", torch.ones_like),
     ):
         a, b = randn(gen, 2000), randn(gen, 2000)
         alpha = (2.0, -1.5, 0.5, 3.0)[len(cases)]
         cases.append(
-            Case(f"{label}, 2000 samples", (sigma, alpha, a, b) if with_alpha else (sigma, a, b))
+            Case(f"{label}, 2000 samples", (gate, alpha, a, b) if with_alpha else (gate, a, b))
         )
     return cases
 
 
-def _exchange_violation(sigma, a, b):
-    return float(((sigma(a) * b - sigma(b) * a) ** 2).mean() / ((sigma(a) * b) ** 2).mean())
+def _exchange_violation(gate, a, b):
+    return float(((a * b * (gate(a) - gate(b))) ** 2).mean() / ((a * b * gate(a)) ** 2).mean())
 
 
-def _scale_violation(sigma, alpha, a, b):
+def _scale_violation(gate, alpha, a, b):
     return float(
-        ((sigma(alpha * a) * b / alpha - sigma(a) * b) ** 2).mean() / ((sigma(a) * b) ** 2).mean()
+        ((a * b * (gate(alpha * a) - gate(a))) ** 2).mean() / ((a * b * gate(a)) ** 2).mean()
     )
 
 
 def _conserved_cases(gen):
     return [
-        Case("random", (randn(gen, 6, 4), randn(gen, 6, 4))),
-        Case("rank-r slots (m, r, d)", (randn(gen, 5, 2, 4), randn(gen, 5, 2, 4))),
-        Case("balanced: W_q = W_k", ((lambda w: (w, w.clone()))(randn(gen, 3, 4)))),
+        Case("q/k scaling, exponents (1, −1)", ((randn(gen, 6, 4), randn(gen, 6, 4)), (1, -1))),
+        Case(
+            "rank-r slots (m, r, d), exponents (1, −1)",
+            ((randn(gen, 5, 2, 4), randn(gen, 5, 2, 4)), (1, -1)),
+        ),
+        Case(
+            "a gated layer's k/v scaling: W_k (m, d), W_v (m, d_out)",
+            ((randn(gen, 6, 4), randn(gen, 6, 3)), (1, -1)),
+        ),
+        Case(
+            "the bilinear layer's (q, k, v) → (αq, αk, v/α²): exponents (1, 1, −2)",
+            ((randn(gen, 6, 4), randn(gen, 6, 4), randn(gen, 6, 3)), (1, 1, -2)),
+        ),
+        Case(
+            "balanced slots, W_q = W_k",
+            ((lambda w: (w, w.clone()))(randn(gen, 3, 4)), (1, -1)),
+        ),
     ]
+
+
+def _conserved(weights, exponents, power=2, weight=lambda c: c):
+    """Σ_i weight(c_i) ‖θ_i[j]‖^power per slot j: the reference (power 2, weight c) and the listed
+    wrong variants."""
+    return sum(
+        weight(c) * w.flatten(1).norm(dim=1) ** power
+        for w, c in zip(weights, exponents, strict=True)
+    )
+
+
+# Continuous symmetries per slot of each layer kind: the scalings that leave the function
+# unchanged ((q, k) → (αq, k/α) where σ(z) is positively homogeneous on the query side, and
+# (k, v) → (αk, v/α) where the key enters linearly).
+_DIRECTIONS = {
+    "swiglu": 1,
+    "bilinear": 2,
+    "symmetric_silu": 1,
+    "reglu": 2,
+    "key_value_relu": 1,
+    "key_value_silu": 0,
+    "geglu": 1,
+    "glu": 1,
+}
+_GATED = ("bilinear", "reglu", "swiglu", "geglu", "glu")
+
+
+def _directions_cases(_gen):
+    return [Case(kind, (kind,)) for kind in _DIRECTIONS]
+
+
+def _directions_variant(kind, how):
+    n = _DIRECTIONS[kind]
+    if how == "gate scaling" and kind in ("swiglu", "geglu"):
+        return 2
+    if how == "relu like silu" and kind in ("reglu", "key_value_relu"):
+        return n - 1
+    if how == "no k/v" and kind in _GATED:
+        return n - 1
+    if how == "product keeps k/v" and kind == "symmetric_silu":
+        return 2
+    if how == "exchange" and kind in ("bilinear", "symmetric_silu"):
+        return n + 1
+    if how == "silu key-value" and kind == "key_value_silu":
+        return 1
+    return n
 
 
 # The Part I capstone: the gated MLP built slot by slot, then its symmetry breaking measured.
@@ -158,62 +226,136 @@ register(
     Exercise(
         "exchange_violation_samples",
         4,
-        "exchange_violation_samples(sigma, a, b) -> float",
-        "The normalised exchange violation mean((σ(a)b − σ(b)a)²) / mean((σ(a)b)²) over paired "
-        "samples a, b (n,).",
+        "exchange_violation_samples(gate, a, b) -> float",
+        "The normalised exchange violation E[(σ(a)b − σ(b)a)²] / E[(σ(a)b)²] of a self-gated σ, "
+        "estimated with sample means over paired samples a, b (n,), when only the gate "
+        "g(z) = σ(z)/z is given (as a function on tensors).",
         _exchange_violation,
         lambda g: _violation_cases(g, with_alpha=False),
         (
             Mistake(
-                "not normalised: divide by mean((σ(a)b)²).",
-                lambda s, a, b: float(((s(a) * b - s(b) * a) ** 2).mean()),
+                "the score ab dropped: σ(a)b − σ(b)a = ab (g(a) − g(b)), and the gates' "
+                "difference alone weights every sample alike, whatever the size of its score.",
+                lambda g, a, b: float(((g(a) - g(b)) ** 2).mean() / (g(a) ** 2).mean()),
             ),
             Mistake(
-                "the difference is not squared before averaging.",
-                lambda s, a, b: float((s(a) * b - s(b) * a).mean() / ((s(a) * b) ** 2).mean()),
+                "the gate used as the activation: σ(z) = z g(z), not g(z).",
+                lambda g, a, b: float(
+                    ((g(a) * b - g(b) * a) ** 2).mean() / ((g(a) * b) ** 2).mean()
+                ),
+            ),
+            Mistake(
+                "not normalised: divide by the mean of (σ(a)b)² = (ab g(a))².",
+                lambda g, a, b: float(((a * b * (g(a) - g(b))) ** 2).mean()),
             ),
         ),
     ),
     Exercise(
         "scale_violation_samples",
         4,
-        "scale_violation_samples(sigma, alpha, a, b) -> float",
-        "The normalised inverse-scale violation mean((σ(αa)b/α − σ(a)b)²) / mean((σ(a)b)²): "
-        "the "
-        "transformed slot (αq, k/α) against the original.",
+        "scale_violation_samples(gate, alpha, a, b) -> float",
+        "The normalised inverse-scale violation E[(σ(αa)b/α − σ(a)b)²] / E[(σ(a)b)²] of a "
+        "self-gated σ, the slot (αq, k/α) against (q, k), from paired samples a, b (n,) when "
+        "only the gate g(z) = σ(z)/z is given.",
         _scale_violation,
         lambda g: _violation_cases(g, with_alpha=True),
         (
             Mistake(
-                "the key is not divided by α: the transform is (q, k) → (αq, k/α).",
-                lambda s, al, a, b: float(
-                    ((s(al * a) * b - s(a) * b) ** 2).mean() / ((s(a) * b) ** 2).mean()
+                "an α left over: σ(αa) b/α = αa g(αa) b/α = ab g(αa), the two α's cancel.",
+                lambda g, al, a, b: float(
+                    ((a * b * (al * g(al * a) - g(a))) ** 2).mean() / ((a * b * g(a)) ** 2).mean()
                 ),
             ),
             Mistake(
-                "α applied after σ: scaling the query scales σ's argument, σ(αa).",
-                lambda s, al, a, b: float(
-                    ((al * s(a) * b / al - s(a) * b) ** 2).mean() / ((s(a) * b) ** 2).mean()
+                "the score ab dropped: σ(αa)b/α − σ(a)b = ab (g(αa) − g(a)).",
+                lambda g, al, a, b: float(((g(al * a) - g(a)) ** 2).mean() / (g(a) ** 2).mean()),
+            ),
+            Mistake(
+                "the gate's argument divided by α: scaling the query scales σ's argument, "
+                "g(αa); the 1/α on the key is what cancels the other α.",
+                lambda g, al, a, b: float(
+                    ((a * b * (g(a / al) - g(a))) ** 2).mean() / ((a * b * g(a)) ** 2).mean()
                 ),
             ),
         ),
     ),
     Exercise(
-        "conserved_qk",
+        "conserved_quantity",
         4,
-        "conserved_qk(W_q, W_k) -> Tensor",
-        "The per-slot quantity ‖q_j‖² − ‖k_j‖² that gradient flow conserves under the scale "
-        "symmetry, shape (m,); rank-r slots (m, r, d) sum over all their components.",
-        lambda Wq, Wk: Wq.flatten(1).pow(2).sum(1) - Wk.flatten(1).pow(2).sum(1),
+        "conserved_quantity(weights, exponents) -> Tensor",
+        "weights: a tuple of weight tensors θ_1, …, θ_n, each with the slot axis first (m, …); "
+        "exponents: numbers c_1, …, c_n such that θ_i → α^(c_i) θ_i (every slot j on its own, "
+        "any α > 0) leaves the loss unchanged. Return the quantity per slot, shape (m,), that "
+        "gradient flow conserves, normalised so that (q, k) with exponents (1, −1) gives "
+        "‖q_j‖² − ‖k_j‖².",
+        _conserved,
         _conserved_cases,
         (
             Mistake(
-                "norms, not squared norms: the conserved quantity is ‖q_j‖² − ‖k_j‖².",
-                lambda Wq, Wk: Wq.flatten(1).norm(dim=1) - Wk.flatten(1).norm(dim=1),
+                "norms, not squared norms: along gradient flow d/dt ‖θ‖² = −2 θ·∇L, and the "
+                "symmetry makes Σ c_i θ_i·∇_i L = 0.",
+                lambda w, c: _conserved(w, c, power=1),
             ),
             Mistake(
-                "summed over the wrong axis: one value per slot j (rows), not per coordinate.",
-                lambda Wq, Wk: Wq.pow(2).sum(0) - Wk.pow(2).sum(0),
+                "the exponents squared (or dropped): the sign of c_i matters, the total norm "
+                "‖q‖² + ‖k‖² is not conserved.",
+                lambda w, c: _conserved(w, c, weight=lambda e: e * e),
+            ),
+            Mistake(
+                "summed over the slots, one value per coordinate: the symmetry acts on every "
+                "slot on its own, so there is one conserved quantity per slot (rows).",
+                lambda w, c: sum(e * t.pow(2).sum(0) for t, e in zip(w, c, strict=True)),
+            ),
+            Mistake(
+                "each squared norm divided by its exponent: the symmetry's generator weights "
+                "θ_i by c_i, so the conserved sum is Σ c_i ‖θ_i‖²; the two agree only when every "
+                "|c_i| = 1.",
+                lambda w, c: _conserved(w, c, weight=lambda e: 1 / e),
+            ),
+        ),
+    ),
+    Exercise(
+        "symmetry_directions",
+        4,
+        "symmetry_directions(kind) -> int",
+        "How many directions per slot the continuous symmetries of a layer remove from the "
+        "Jacobian of its outputs with respect to its weights (generic weights, slots well below "
+        "saturation). kind is one of 'swiglu', 'bilinear', 'symmetric_silu' (σ((x·q)(x·k)) with "
+        "SiLU), 'reglu', 'key_value_relu', 'key_value_silu', 'geglu', 'glu'.",
+        lambda kind: _DIRECTIONS[kind],
+        _directions_cases,
+        (
+            Mistake(
+                "SwiGLU and GEGLU given the q/k scaling: σ(αz)/α ≠ σ(z) for SiLU and GELU, so "
+                "rescaling a query changes the gate; only the k/v scaling survives.",
+                lambda kind: _directions_variant(kind, "gate scaling"),
+            ),
+            Mistake(
+                "ReLU treated like SiLU: ReLU is positively homogeneous, ReLU(αz) = α ReLU(z) for "
+                "α > 0, so ReGLU keeps the q/k scaling and a ReLU key-value layer keeps (k, v) → "
+                "(αk, v/α).",
+                lambda kind: _directions_variant(kind, "relu like silu"),
+            ),
+            Mistake(
+                "the k/v scaling missed: in every gated unit the key factor x·k_j enters "
+                "linearly, so (k_j, v_j) → (αk_j, v_j/α) never changes the output.",
+                lambda kind: _directions_variant(kind, "no k/v"),
+            ),
+            Mistake(
+                "the symmetric rank-1 form given a k/v scaling: σ acts on the product "
+                "(x·q)(x·k), so scaling k changes σ's argument and cannot be undone on v; its "
+                "q/k scaling is the one that survives.",
+                lambda kind: _directions_variant(kind, "product keeps k/v"),
+            ),
+            Mistake(
+                "the exchange q ↔ k counted: it is a discrete symmetry, which removes no "
+                "direction from the Jacobian.",
+                lambda kind: _directions_variant(kind, "exchange"),
+            ),
+            Mistake(
+                "the SiLU key-value layer given a k/v scaling: σ(x·k) is not homogeneous for "
+                "SiLU, so rescaling a key changes the coefficient in a way no value can undo.",
+                lambda kind: _directions_variant(kind, "silu key-value"),
             ),
         ),
     ),
