@@ -763,7 +763,7 @@ class CollapseMeasures:
     * ``G_order_mean``, ``G_order_rms``: the entrywise order parameter of G_LM between the first
       probe and each other probe, averaged over the others (:func:`order_parameter`, by the
       magnitude of the mean, as the SOC paper, and by the RMS, as the audit); ``nan`` where the
-      |mean| normalisation is undefined (see :class:`DeductiveProfile`);
+      normalisation by the mean is undefined (see :class:`DeductiveProfile`);
     * ``G_spread``: the entrywise standard deviation of G_LM across the probes, rms over the
       entries, over the rms of the first probe's G_LM (:meth:`DeductiveProfile.relative_spread`);
     * ``A_sigma_ratio``, ``A_row_spread``: σ2/σ1 of the metric learner output A and its row
@@ -883,8 +883,9 @@ def collapse_measures(model, probes: list[Tensor], eval_ids: Tensor) -> Collapse
             model.train(was_training)
     L = len(outputs[0])
     H = model.config.num_attention_heads
-    heads = {name: torch.full((L, H), math.nan, dtype=torch.float64) for name in
-             COLLAPSE_LAYER_MEASURES}  # fmt: skip
+    heads = {
+        name: torch.full((L, H), math.nan, dtype=torch.float64) for name in COLLAPSE_LAYER_MEASURES
+    }
     for layer in range(L):
         for head in range(H):
             profile = deductive_profile(outputs, layer, head)
