@@ -806,8 +806,8 @@ def _new_probes(probe_blocks: int) -> dict:
     from .diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES
 
     names = [*COLLAPSE_LAYER_MEASURES, *(f"{n}_heads" for n in COLLAPSE_LAYER_MEASURES)]
-    return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names},
-            **{n: [] for n in COLLAPSE_MODEL_MEASURES}}  # fmt: skip
+    names += COLLAPSE_MODEL_MEASURES
+    return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names}}
 
 
 def load_probes(path: str | Path) -> dict:
