@@ -650,3 +650,91 @@ def test_attention_input_is_what_each_layer_reads_and_leaves_the_forward_unchang
         assert torch.equal(tiny_pldr(ids).logits, before)
     with pytest.raises(ValueError, match="layer"):
         D.attention_input(tiny_pldr, ids, 5)
+
+
+# --- issue 10: order parameters during training --------------------------------------------------
+
+
+def _tiny_pldr(seed: int = 0, **kw):
+    from kvattn.pldr import PLDRLLM, PLDRConfig
+
+    torch.manual_seed(seed)
+    cfg = dict(
+        vocab_size=60,
+        hidden_size=16,
+        num_attention_heads=2,
+        num_hidden_layers=2,
+        num_reslayerA=1,
+        max_position_embeddings=32,
+    )
+    return PLDRLLM(PLDRConfig(**{**cfg, **kw}))
+
+
+def _probe_inputs(seed: int = 5):
+    gen = torch.Generator().manual_seed(seed)
+    probes = [torch.randint(4, 60, (1, 16), generator=gen) for _ in range(3)]
+    return probes, torch.randint(4, 60, (3, 17), generator=gen)
+
+
+@pytest.mark.parametrize("density", ["block", "prefix"])
+def test_collapse_measures_are_positive_at_initialisation(density):
+    """A freshly initialised PLGA model's G_LM depends on its input and its A is far from rank 1
+    (the audit's random-init control: σ2/σ1 ≈ 0.7): every measure is positive and finite; the
+    model keeps its mode and the global random stream is untouched."""
+    model = _tiny_pldr(density=density).train()
+    probes, eval_ids = _probe_inputs()
+    state = torch.get_rng_state()
+    m = D.collapse_measures(model, probes, eval_ids)
+    assert torch.equal(torch.get_rng_state(), state) and model.training
+    for name in D.COLLAPSE_LAYER_MEASURES:
+        assert m.heads[name].shape == (2, 2) and m.heads[name].dtype == torch.float64
+        assert (m.heads[name] > 0).all() and torch.isfinite(m.heads[name]).all(), name
+        torch.testing.assert_close(m.layers(name), m.heads[name].mean(-1))
+    assert 0.3 < float(m.heads["A_sigma_ratio"].min()) <= float(m.heads["A_sigma_ratio"].max()) < 1
+    assert m.delta_loss != 0 and 0 < m.agreement < 1
+    assert m.share_of_g_effect == pytest.approx(m.delta_loss / m.identity_delta)
+    record = m.as_record()
+    assert record["G_order_rms"] == m.layers("G_order_rms").tolist()
+    assert record["G_spread_heads"] == m.heads["G_spread"].tolist()
+    assert record["agreement"] == m.agreement
+    # the order parameter is the deductive profile's, head by head
+    outputs = D.deductive_tensors(model, probes)
+    if density == "block":
+        profile = D.deductive_profile(outputs, 1, 0)
+        assert m.heads["G_order_mean"][1, 0] == profile.order["G_LM"]
+        assert m.heads["G_spread"][1, 0] == profile.relative_spread("G_LM")
+
+
+def test_collapse_measures_are_exactly_zero_for_a_constant_g_model():
+    """A constant-G model has one G_LM for every input: order parameters, spread and the loss
+    change of substituting a donor's G_LM are exactly 0; it has no A (nan, None in the record)."""
+    from kvattn.pldr import constant_g_from
+
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    with torch.no_grad():
+        G = [o.G_LM[0] for o in model(probes[0], output_pldr_attentions=True).pldr_attentions]
+    m = D.collapse_measures(constant_g_from(model, G), probes, eval_ids)
+    for name in ("G_order_mean", "G_order_rms", "G_spread"):
+        assert (m.heads[name] == 0).all(), name
+    assert m.delta_loss == 0 and m.agreement == 1 and m.share_of_g_effect == 0
+    assert m.identity_delta != 0
+    assert (
+        torch.isnan(m.heads["A_sigma_ratio"]).all() and torch.isnan(m.layers("A_row_spread")).all()
+    )
+    assert m.as_record()["A_sigma_ratio"] == [None, None]
+
+
+def test_collapse_measures_refuse_bad_input():
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    with pytest.raises(TypeError, match="a GPT has no G_LM"):
+        D.collapse_measures(_gpt(), probes, eval_ids)
+    with pytest.raises(ValueError, match="at least two probes"):
+        D.collapse_measures(model, probes[:1], eval_ids)
+    with pytest.raises(ValueError, match=r"probes\[1\] must have shape \(1, S\)"):
+        D.collapse_measures(model, [probes[0], probes[1][0]], eval_ids)
+    with pytest.raises(TypeError, match=r"probes\[0\] must be a tensor"):
+        D.collapse_measures(model, [[1, 2], probes[1]], eval_ids)
+    with pytest.raises(ValueError, match=r"ids must have shape \[B, S \+ 1\]"):
+        D.collapse_measures(model, probes, eval_ids[0])

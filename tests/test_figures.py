@@ -274,3 +274,72 @@ def test_deductive_explorer_has_a_colour_bar_per_panel_and_marks_what_a_model_la
     assert "A not computed" in fig.frames[1].layout.title.text
     assert fig.frames[1].data[0].showscale is False  # A of the constant-G model: blank
     assert "G_LM 0 | 0 | 0" in fig.frames[1].layout.title.text
+
+
+def _trajectories(steps=(0, 2, 4), layers=2) -> dict:
+    """Trajectories shaped as kvattn.train.load_probes returns them (values made up)."""
+    from kvattn.diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES
+
+    n = len(steps)
+    probes = {"probe_blocks": 4, "step": list(steps)}
+    for k, name in enumerate(COLLAPSE_LAYER_MEASURES):
+        probes[name] = [[10.0 ** -(i + k) * (j + 1) for j in range(layers)] for i in range(n)]
+        probes[f"{name}_heads"] = [[[v, v] for v in row] for row in probes[name]]
+    for name in COLLAPSE_MODEL_MEASURES:
+        probes[name] = [0.5 / (i + 1) for i in range(n)]
+    return probes
+
+
+def test_collapse_trajectories_draw_a_line_per_layer_and_measure():
+    probes = _trajectories()
+    probes["A_sigma_ratio"][1][0] = None  # undefined there: a gap
+    fig = figures.collapse_trajectories(probes)
+    assert len(fig.data) == 5 * 2 + 3
+    first = fig.data[0]
+    assert first.name == "layer 0" and list(first.x) == [0, 2, 4]
+    assert list(first.y) == [1.0, 0.1, 0.01]
+    assert list(fig.data[1].y) == [2.0, 0.2, 0.02]  # layer 1
+    sigma = fig.data[3 * 2]  # A_sigma_ratio, layer 0
+    assert list(sigma.y) == [0.001, None, 1e-05]
+    assert [t.showlegend for t in fig.data[:4]] == [True, True, False, False]
+    assert [t.name for t in fig.data[-3:]] == [
+        "Δloss, donor's G_LM (nats/token)",
+        "greedy agreement, donor's G_LM",
+        "Δloss / Δloss of G_LM = I",
+    ]
+    assert list(fig.data[-3].y) == [0.5, 0.25, 0.1667]
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis6.type != "log"
+    assert "4 probe blocks" in fig.layout.title.text
+    linear = figures.collapse_trajectories(_trajectories(layers=3), log_y=False)
+    assert len(linear.data) == 5 * 3 + 3 and linear.layout.yaxis.type != "log"
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        (lambda p: p.clear(), ValueError, "probes is empty"),
+        (lambda p: p.pop("G_spread"), ValueError, "probes lack G_spread"),
+        (lambda p: p.update(step=[]), ValueError, r"probes\['step'\] must be a non-empty list"),
+        (lambda p: p.update(step=[0, 4, 2]), ValueError, r"probes\['step'\] must increase"),
+        (lambda p: p.update(step=[0, -2, 4]), ValueError, r"probes\['step'\]\[1\] must be ≥ 0"),
+        (lambda p: p["G_order_rms"].pop(), ValueError, "one entry per step"),
+        (lambda p: p["G_order_rms"][2].pop(), ValueError, "has 1 layers, expected 2"),
+        (lambda p: p["delta_loss"].pop(), ValueError, r"probes\['delta_loss'\] must be a list"),
+        (
+            lambda p: p["A_row_spread"][0].__setitem__(1, math.nan),
+            ValueError,
+            r"probes\['A_row_spread'\]\[0\]\[1\] must be a finite number or null, got nan",
+        ),
+        (lambda p: p["agreement"].__setitem__(0, "1"), ValueError, "finite number or null"),
+    ],
+)
+def test_collapse_trajectories_refuse_malformed_input(change, error, match):
+    probes = _trajectories()
+    change(probes)
+    with pytest.raises(error, match=match):
+        figures.collapse_trajectories(probes)
+
+
+def test_collapse_trajectories_refuse_what_is_not_a_mapping():
+    with pytest.raises(TypeError, match="probes must be a mapping"):
+        figures.collapse_trajectories([1, 2])

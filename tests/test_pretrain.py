@@ -250,6 +250,14 @@ def test_bf16_autocast_on_cuda(tmp_path):
         ({"device": "gpu"}, "device must be 'auto' or a torch device"),
         ({"dag": [0.1, -1, 0]}, "dag must be three non-negative"),
         ({"log_every": 0}, "log_every must be an int >= 1"),
+        ({"probe_every": 0}, "probe_every must be an int >= 1, got 0"),
+        ({"probe_every": 2.5}, "probe_every must be an int >= 1, got 2.5"),
+        ({"probe_blocks": 1}, "probe_blocks must be an int >= 2, got 1"),
+        ({"probe_blocks": True}, "probe_blocks must be an int >= 2, got True"),
+        (
+            {"architecture": "gpt", "probe_every": 2},
+            "probe_every needs architecture 'pldrllm': a 'gpt' model has no G_LM",
+        ),
     ],
 )
 def test_bad_config_fields_are_refused_before_any_work(tmp_path, monkeypatch, changes, match):
@@ -487,3 +495,87 @@ def test_compiled_training_follows_the_plain_run_and_saves_a_plain_checkpoint(tm
     assert compiled.model.__class__.__name__ == "PLDRLLM"
     with pytest.raises(ValueError, match="compile must be true or false"):
         config(tmp_path, compile="yes")
+
+
+# Collapse measures recorded during training (issue 10)
+
+
+def test_probes_observe_the_run_without_changing_it(tmp_path):
+    """With probe_every the losses, evaluations, final weights and the global random stream are
+    those of the same run without it; the trajectories start before the first step, follow
+    probe_every, end after the last step and are saved with the checkpoint."""
+    plain = pretrain(config(tmp_path / "a"), progress=False)
+    rng_plain = torch.get_rng_state()
+    probed = pretrain(config(tmp_path / "b", probe_every=4), progress=False)
+    assert torch.equal(torch.get_rng_state(), rng_plain)
+    assert probed.history.loss == plain.history.loss
+    assert probed.history.evals == plain.history.evals
+    for (name, p), q in zip(
+        plain.model.state_dict().items(), probed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    assert (
+        plain.probes is None
+        and not (tmp_path / "a" / "run" / "checkpoint" / "probes.json").exists()
+    )
+    probes = probed.probes
+    assert probes["step"] == [0, 4, 6] and probes["probe_blocks"] == 4
+    for name in ("G_order_mean", "G_order_rms", "G_spread", "A_sigma_ratio", "A_row_spread"):
+        assert len(probes[name]) == 3 and all(len(v) == 2 for v in probes[name])  # 2 layers
+        assert all(len(h) == 2 for v in probes[f"{name}_heads"] for h in v)  # 2 heads
+        assert all(0 < x < 100 for v in probes[name] for x in v), name
+    assert probes["G_order_rms"][0] != probes["G_order_rms"][-1]  # the model moved
+    assert all(0 < a <= 1 for a in probes["agreement"])
+    assert T.load_probes(tmp_path / "b" / "run") == probes
+    from kvattn.figures import collapse_trajectories
+
+    assert len(collapse_trajectories(probes).data) == 5 * 2 + 3
+    # what was measured is collapse_measures on the first probe_blocks validation blocks
+    from kvattn.data import blocks, load_text, tokenize
+    from kvattn.diagnostics import collapse_measures
+
+    cfg = config(tmp_path / "b")
+    data = tokenize(load_text(cfg.corpus), vocab_size=cfg.vocab_size, val_every=cfg.val_every)
+    val = blocks(data.val, cfg.block_size)
+    again = collapse_measures(probed.model, [b[None, :-1] for b in val[:4]], val[4:8])
+    assert again.as_record()["G_order_mean"] == probes["G_order_mean"][-1]
+    assert again.as_record()["delta_loss"] == probes["delta_loss"][-1]
+
+
+def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
+    """Interrupted after the step-3 checkpoint (at the step-4 probe) and resumed, a run's
+    trajectories equal the uninterrupted run's, in memory and in probes.json; a resume that
+    changes the probes is refused."""
+    import kvattn.diagnostics as D
+
+    full = pretrain(config(tmp_path / "a", probe_every=2), progress=False)
+    original = D.collapse_measures
+    calls = {"n": 0}
+
+    def interrupting(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:  # steps 0 and 2 are measured, then the checkpoint at 3, then step 4
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(D, "collapse_measures", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(tmp_path / "b", probe_every=2), progress=False)
+    monkeypatch.setattr(D, "collapse_measures", original)
+    assert T.load_probes(tmp_path / "b" / "run")["step"] == [0, 2]
+    with pytest.raises(ValueError, match="measured with probe_blocks=4, now 3"):
+        pretrain(config(tmp_path / "b", probe_every=2, probe_blocks=3), resume=True, progress=False)
+    resumed = pretrain(config(tmp_path / "b", probe_every=2), resume=True, progress=False)
+    assert resumed.history.loss == full.history.loss
+    assert resumed.probes == full.probes and resumed.probes["step"] == [0, 2, 4, 6]
+    assert T.load_probes(tmp_path / "b" / "run") == T.load_probes(tmp_path / "a" / "run")
+
+
+def test_probes_need_enough_validation_blocks_and_a_readable_file(tmp_path):
+    with pytest.raises(ValueError, match="probe_blocks=100000 needs 200000 validation blocks"):
+        pretrain(config(tmp_path, probe_every=2, probe_blocks=100_000), progress=False)
+    with pytest.raises(FileNotFoundError, match=r"no probes\.json"):
+        T.load_probes(tmp_path)
+    (tmp_path / "probes.json").write_text(json.dumps({"step": [0], "G_order_mean": [[1.0]]}))
+    with pytest.raises(ValueError, match="lacks the measures"):
+        T.load_probes(tmp_path)

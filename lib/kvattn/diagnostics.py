@@ -684,7 +684,8 @@ class GSubstitution:
 def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     """The functional measure of collapse: replace every layer's G_LM by the value it takes on a
     donor input (the G ablation of the PLDR-LLM papers, :func:`kvattn.pldr.constant_g_from`)
-    and measure the loss and the greedy tokens on ``ids``, for each donor.
+    and measure the loss and the greedy tokens on ``ids``, for each donor (for the prefix density,
+    its G_LM at the donor's last position, which sums over the whole donor).
 
     ``ids``: evaluation blocks ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets
     ``ids[:, 1:]``); ``donors``: token ids ``[1, S_d]`` each. The model's own loss and greedy
@@ -721,8 +722,9 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     deltas, agreements = [], []
     for donor in donors:
         outs = model(donor, output_pldr_attentions=True).pldr_attentions
-        # a generated G_LM is [1, H, d_k, d_k]; a constant-G model reports its [H, d_k, d_k]
-        G = [o.G_LM[0] if o.G_LM.ndim == 4 else o.G_LM for o in outs]
+        # a generated G_LM is [1, H, d_k, d_k] ([1, H, S_d, d_k, d_k] for the prefix density:
+        # the last position's sums over the whole donor); a constant-G model reports [H, d_k, d_k]
+        G = [_last_position(o).G_LM[0] if o.G_LM.ndim >= 4 else o.G_LM for o in outs]
         donor_loss, donor_greedy = run(constant_g_from(model, G))
         deltas.append(donor_loss - loss)
         agreements.append((donor_greedy == greedy).float().mean().item())  # MPS: no float64
@@ -733,4 +735,173 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
         torch.tensor(deltas, dtype=torch.float64),
         torch.tensor(agreements, dtype=torch.float64),
         identity_loss - loss,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Order parameters during training (issue 10): how close a model is to collapse, on fixed probes
+
+#: Per-layer measures of :func:`collapse_measures`, each kept per head (``[L, H]``).
+COLLAPSE_LAYER_MEASURES = (
+    "G_order_mean",
+    "G_order_rms",
+    "G_spread",
+    "A_sigma_ratio",
+    "A_row_spread",
+)
+#: Whole-model measures of :func:`collapse_measures` (the G substitution of every layer at once).
+COLLAPSE_MODEL_MEASURES = ("loss", "delta_loss", "agreement", "identity_delta", "share_of_g_effect")
+
+
+@dataclass(frozen=True)
+class CollapseMeasures:
+    """How close a PLDR-LLM is to inference collapse, on fixed probe inputs.
+
+    ``heads[name]``: for every name in :data:`COLLAPSE_LAYER_MEASURES`, a CPU float64 tensor
+    ``[L, H]`` (layer, head), all dimensionless:
+
+    * ``G_order_mean``, ``G_order_rms``: the entrywise order parameter of G_LM between the first
+      probe and each other probe, averaged over the others (:func:`order_parameter`, by the
+      magnitude of the mean, as the SOC paper, and by the RMS, as the audit); ``nan`` where the
+      normalisation by the mean is undefined (see :class:`DeductiveProfile`);
+    * ``G_spread``: the entrywise standard deviation of G_LM across the probes, rms over the
+      entries, over the rms of the first probe's G_LM (:meth:`DeductiveProfile.relative_spread`);
+    * ``A_sigma_ratio``, ``A_row_spread``: σ2/σ1 of the metric learner output A and its row
+      spread (:func:`rank_audit`), averaged over the probes; ``nan`` for a model that computes no
+      A (a constant-G model).
+
+    The whole-model fields come from :func:`g_substitution` with the probes as donors:
+    ``loss`` (the model's own loss on the evaluation blocks, nats/token), ``delta_loss`` and
+    ``agreement`` (averaged over the donors), ``identity_delta`` (G_LM = I) and
+    ``share_of_g_effect`` (mean ``delta_loss`` over ``identity_delta``; ``nan`` when
+    ``identity_delta`` is exactly 0).
+    """
+
+    heads: dict[str, Tensor]
+    loss: float
+    delta_loss: float
+    agreement: float
+    identity_delta: float
+    share_of_g_effect: float
+
+    def layers(self, name: str) -> Tensor:
+        """``heads[name]`` averaged over heads, ``[L]`` (CPU float64)."""
+        return self.heads[name].mean(-1)
+
+    def as_record(self) -> dict:
+        """Plain JSON-ready values: ``name`` → one float per layer and ``name + "_heads"`` → one
+        list per layer of one float per head for the per-layer measures, a float for each
+        whole-model measure; ``None`` stands for ``nan`` (JSON has no NaN)."""
+
+        def plain(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        record: dict = {}
+        for name in COLLAPSE_LAYER_MEASURES:
+            record[name] = [plain(float(v)) for v in self.layers(name)]
+            record[f"{name}_heads"] = [[plain(float(v)) for v in row] for row in self.heads[name]]
+        for name in COLLAPSE_MODEL_MEASURES:
+            record[name] = plain(float(getattr(self, name)))
+        return record
+
+
+def _last_position(outputs):
+    """The deductive outputs of a prefix-density layer (``[B, H, S, d_k, d_k]``) at the last
+    position, whose density sums over the whole probe as the block density does; others as
+    they are."""
+    import dataclasses
+
+    return dataclasses.replace(
+        outputs,
+        **{
+            name: t[:, :, -1]
+            for name in (*DEDUCTIVE, "A0")
+            if (t := getattr(outputs, name)) is not None and t.ndim == 5
+        },
+    )
+
+
+@torch.no_grad()
+def collapse_measures(model, probes: list[Tensor], eval_ids: Tensor) -> CollapseMeasures:
+    """Order parameters, rank-1 audit and functional measure of collapse of ``model`` on fixed
+    probes: the quantities a pre-training run records as trajectories (``probe_every`` of
+    :class:`kvattn.train.PretrainConfig`).
+
+    Parameters
+    ----------
+    model:
+        A :class:`kvattn.pldr.PLDRLLM` (PLGA or constant-G) on any device. It runs in eval mode
+        and gets its mode back; the global random stream is left as it was (building the
+        constant-G models of the substitution draws initial weights from it).
+    probes:
+        Two or more token-id tensors ``[1, S_p]``, any device: the inputs between which G_LM is
+        compared, and the donors of the substitution. For the prefix density, each probe's
+        tensors are taken at its last position.
+    eval_ids:
+        Blocks ``[B, S + 1]`` (any device) on which the substitution is scored
+        (:func:`g_substitution`); best distinct from the probes.
+
+    Returns
+    -------
+    :class:`CollapseMeasures`, CPU float64. A constant-G model gives exactly 0 for the order
+    parameters, the spread and ``delta_loss``; a model with input-dependent G_LM gives positive
+    values.
+
+    Source: the order parameter of the SOC paper (§3) and of the audit (pldr-spec §4.1), the
+    rank-1 audit of A (§4.3), the G ablation of the KVG paper as a loss difference (chapter 9);
+    the combination and the fixed probes are ours.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLDRLLM (a GPT has no G_LM), or a probe is not a tensor.
+    ValueError
+        Fewer than two probes, a probe not of shape ``[1, S]`` with S ≥ 1, or ``eval_ids`` not
+        ``[B, S + 1]`` with S ≥ 1 (raised by :func:`g_substitution`).
+    """
+    from .pldr import PLDRLLM
+
+    if not isinstance(model, PLDRLLM):
+        raise TypeError(f"model must be a PLDRLLM (a GPT has no G_LM), got {type(model).__name__}")
+    if not isinstance(probes, list | tuple) or len(probes) < 2:
+        raise ValueError("need a list of at least two probes to compare G_LM between inputs")
+    for i, p in enumerate(probes):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"probes[{i}] must be a tensor of token ids, got {type(p).__name__}")
+        if p.ndim != 2 or p.shape[0] != 1 or p.shape[1] < 1:
+            raise ValueError(f"probes[{i}] must have shape (1, S) with S ≥ 1, got {tuple(p.shape)}")
+    device = next(model.parameters()).device
+    probes = [p.to(device) for p in probes]
+    was_training = model.training
+    model.eval()
+    # Only the CPU stream is forked: constant_g_from builds its models on the CPU, then moves them.
+    with torch.random.fork_rng(devices=[]):
+        try:
+            outputs = [[_last_position(o) for o in out] for out in deductive_tensors(model, probes)]
+            sub = g_substitution(model, eval_ids.to(device), probes)
+        finally:
+            model.train(was_training)
+    L = len(outputs[0])
+    H = model.config.num_attention_heads
+    heads = {
+        name: torch.full((L, H), math.nan, dtype=torch.float64) for name in COLLAPSE_LAYER_MEASURES
+    }
+    for layer in range(L):
+        for head in range(H):
+            profile = deductive_profile(outputs, layer, head)
+            heads["G_order_mean"][layer, head] = profile.order["G_LM"]
+            heads["G_order_rms"][layer, head] = profile.order_rms["G_LM"]
+            heads["G_spread"][layer, head] = profile.relative_spread("G_LM")
+        if outputs[0][layer].A is not None:
+            audit = rank_audit(torch.cat([o[layer].A for o in outputs]), head_dim=1)
+            heads["A_sigma_ratio"][layer] = audit.sigma_ratio.mean(0)
+            heads["A_row_spread"][layer] = audit.row_spread.mean(0)
+    delta = float(sub.delta_loss.mean())
+    return CollapseMeasures(
+        heads=heads,
+        loss=sub.loss,
+        delta_loss=delta,
+        agreement=float(sub.agreement.mean()),
+        identity_delta=sub.identity_delta,
+        share_of_g_effect=delta / sub.identity_delta + 0.0 if sub.identity_delta else math.nan,
     )

@@ -1133,3 +1133,143 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         **LAYOUT,
     )
     return fig
+
+
+#: One colour per decoder layer in the trajectory plots (Okabe-Ito order, then greys).
+LAYER_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+
+#: The panels of :func:`collapse_trajectories`: per-layer measure and its panel title.
+_COLLAPSE_PANELS = {
+    "G_order_mean": "G_LM order parameter, by |mean|",
+    "G_order_rms": "G_LM order parameter, by RMS",
+    "G_spread": "G_LM relative spread",
+    "A_sigma_ratio": "A: σ2/σ1",
+    "A_row_spread": "A: row spread",
+}
+#: The whole-model measures of the last panel: name, legend label, colour, dash.
+_COLLAPSE_FUNCTIONAL = (
+    ("delta_loss", "Δloss, donor's G_LM (nats/token)", "#000000", "solid"),
+    ("agreement", "greedy agreement, donor's G_LM", "#0072B2", "dot"),
+    ("share_of_g_effect", "Δloss / Δloss of G_LM = I", "#D55E00", "dash"),
+)
+
+
+def _require_value(name: str, value: object) -> float | None:
+    """A finite real number or None (a measure that is undefined there, drawn as a gap)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number or null, got {value!r}")
+    return float(f"{float(value):.4g}")  # four significant digits: values span many decades
+
+
+def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 620) -> go.Figure:
+    """The collapse measures of a pre-training run against the step: one panel per measure
+    family, a line per layer (the mean over heads), and a last panel with the G_LM
+    substitution's loss change, greedy agreement and share of the G effect.
+
+    ``probes``: the trajectories as :func:`kvattn.train.load_probes` returns them (or
+    ``PretrainResult.probes``): ``step`` (ints, increasing) and, for each per-layer measure of
+    :data:`kvattn.diagnostics.COLLAPSE_LAYER_MEASURES`, one list of L numbers per step, for each
+    whole-model one a number per step; ``None`` (undefined) is drawn as a gap. ``log_y``: the
+    five per-layer panels on logarithmic axes (collapse spans decades; an exact 0 is not drawn
+    there).
+
+    Raises
+    ------
+    TypeError
+        ``probes`` is not a mapping.
+    ValueError
+        No steps, steps that are not increasing ints ≥ 0, a missing measure, a measure without
+        one entry per step or with a different number of layers, a value that is neither a
+        finite number nor None, or ``height`` < 1.
+    """
+    _require_items("probes", probes, container=Mapping)
+    _require_number("height", height, 1, integer=True)
+    needed = ["step", *_COLLAPSE_PANELS, *(n for n, *_ in _COLLAPSE_FUNCTIONAL)]
+    missing = [n for n in needed if n not in probes]
+    if missing:
+        raise ValueError(f"probes lack {', '.join(missing)} (expected kvattn.train.load_probes)")
+    steps = probes["step"]
+    if not isinstance(steps, Sequence) or len(steps) == 0:
+        raise ValueError(f"probes['step'] must be a non-empty list of steps, got {steps!r:.80}")
+    for i, s in enumerate(steps):
+        _require_number(f"probes['step'][{i}]", s, 0, integer=True)
+    if any(b <= a for a, b in pairwise(steps)):
+        raise ValueError(f"probes['step'] must increase, got {list(steps)!r:.80}")
+    n = len(steps)
+    layers = None
+    per_layer = {}
+    for name in _COLLAPSE_PANELS:
+        rows = probes[name]
+        if not isinstance(rows, Sequence) or len(rows) != n:
+            raise ValueError(f"probes[{name!r}] must be a list with one entry per step ({n})")
+        for i, row in enumerate(rows):
+            if not isinstance(row, Sequence) or isinstance(row, str) or len(row) == 0:
+                raise ValueError(f"probes[{name!r}][{i}] must be a non-empty list, one per layer")
+            layers = len(row) if layers is None else layers
+            if len(row) != layers:
+                raise ValueError(
+                    f"probes[{name!r}][{i}] has {len(row)} layers, expected {layers} (as before)"
+                )
+        per_layer[name] = [
+            [_require_value(f"probes[{name!r}][{i}][{j}]", v) for j, v in enumerate(row)]
+            for i, row in enumerate(rows)
+        ]
+    functional = {}
+    for name, *_ in _COLLAPSE_FUNCTIONAL:
+        values = probes[name]
+        if not isinstance(values, Sequence) or len(values) != n:
+            raise ValueError(f"probes[{name!r}] must be a list with one entry per step ({n})")
+        functional[name] = [
+            _require_value(f"probes[{name!r}][{i}]", v) for i, v in enumerate(values)
+        ]
+
+    fig = make_subplots(
+        rows=2,
+        cols=3,
+        subplot_titles=[*_COLLAPSE_PANELS.values(), "G_LM substituted by a donor's"],
+        vertical_spacing=0.16,
+        horizontal_spacing=0.08,
+    )
+    x = list(steps)
+    for k, name in enumerate(_COLLAPSE_PANELS):
+        for layer in range(layers):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[row[layer] for row in per_layer[name]],
+                    mode="lines+markers",
+                    name=f"layer {layer}",
+                    legendgroup=f"layer {layer}",
+                    showlegend=k == 0,
+                    line=dict(color=LAYER_COLORS[layer % len(LAYER_COLORS)]),
+                    marker=dict(size=4),
+                ),
+                k // 3 + 1,
+                k % 3 + 1,
+            )
+        if log_y:
+            fig.update_yaxes(type="log", exponentformat="power", row=k // 3 + 1, col=k % 3 + 1)
+    for name, label, c, dash in _COLLAPSE_FUNCTIONAL:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=functional[name],
+                mode="lines+markers",
+                name=label,
+                line=dict(color=c, dash=dash),
+                marker=dict(size=4),
+            ),
+            2,
+            3,
+        )
+    fig.update_xaxes(title_text="step", row=2)
+    blocks = probes.get("probe_blocks")
+    fig.update_layout(
+        title="Collapse measures during training"
+        + (f" ({blocks} probe blocks, mean over heads)" if blocks else " (mean over heads)"),
+        height=height,
+        **LAYOUT,
+    )
+    return fig

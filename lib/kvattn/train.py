@@ -425,7 +425,11 @@ class PretrainConfig:
     clipping by value at 1.0, linear warm-up then cosine decay to 10 % of the peak. ``dag`` =
     (c_A, c_Ap, c_G) are the DAG-regulariser coefficients on A_LM, A_P and G_LM (0 = off).
     ``batch_size`` is global: under DDP each of the W processes takes ``batch_size / W``
-    sequences of every step's batch. Each field's description is in its ``metadata["help"]``.
+    sequences of every step's batch. ``probe_every`` records how close the model is to
+    inference collapse (:func:`kvattn.diagnostics.collapse_measures`) as trajectories: the probes
+    are the first ``probe_blocks`` validation blocks, and the next ``probe_blocks`` score the
+    G_LM substitution; it only observes, so the losses are those of the same run without it.
+    Each field's description is in its ``metadata["help"]``.
 
     Raises
     ------
@@ -488,6 +492,21 @@ class PretrainConfig:
             "evaluation, checkpoints and the results use the plain model)"
         ),
     )
+    probe_every: int | None = field(
+        default=None,
+        metadata=_help(
+            "record the collapse measures (kvattn.diagnostics.collapse_measures) on fixed "
+            "validation blocks before training, every this many steps and after the last "
+            "(null: off; PLDR-LLM only); saved as checkpoint/probes.json"
+        ),
+    )
+    probe_blocks: int = field(
+        default=4,
+        metadata=_help(
+            "validation blocks used as probes and donors (>= 2); as many again score the "
+            "G_LM substitution"
+        ),
+    )
 
     def __post_init__(self) -> None:
         from .pldr import PLDRConfig
@@ -513,6 +532,14 @@ class PretrainConfig:
         _check_int("seed", self.seed, low=0)
         if self.corpus_chars is not None:
             _check_int("corpus_chars", self.corpus_chars, low=1)
+        if self.probe_every is not None:
+            _check_int("probe_every", self.probe_every, low=1)
+            if self.architecture != "pldrllm":
+                raise ValueError(
+                    f"probe_every needs architecture 'pldrllm': a {self.architecture!r} model has "
+                    "no G_LM to measure; set probe_every to null"
+                )
+        _check_int("probe_blocks", self.probe_blocks, low=2)
         for name in ("overwrite", "bf16", "compile"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -587,6 +614,7 @@ class PretrainConfig:
 
 #: PretrainConfig fields that may differ between a checkpoint and the run resuming it; any other
 #: difference changes the model, the data or the optimisation, so the resume is refused.
+#: (``probe_blocks`` may change only while the checkpoint holds no trajectory to continue.)
 RESUMABLE_CHANGES = frozenset(
     {
         "steps",
@@ -598,6 +626,8 @@ RESUMABLE_CHANGES = frozenset(
         "eval_every",
         "checkpoint_every",
         "log_every",
+        "probe_every",
+        "probe_blocks",
     }
 )
 
@@ -645,12 +675,14 @@ def _check_optimiser(
 
 @dataclass
 class PretrainResult:
-    """The trained model (unwrapped), its tokenizer, the loss history and the output folder."""
+    """The trained model (unwrapped), its tokenizer, the loss history, the output folder and, with
+    ``probe_every``, the collapse-measure trajectories (as :func:`load_probes` returns them)."""
 
     model: nn.Module
     tokenizer: object
     history: History
     out_dir: Path
+    probes: dict | None = None
 
 
 def select_device(
@@ -765,6 +797,59 @@ def _load_training_state(directory: Path) -> tuple[int, dict, History]:
     )
 
 
+#: The file of a checkpoint that holds the collapse-measure trajectories.
+PROBES_FILE = "probes.json"
+
+
+def _new_probes(probe_blocks: int) -> dict:
+    """An empty trajectory: ``probe_blocks``, ``step`` and one list per recorded measure."""
+    from .diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES
+
+    names = [*COLLAPSE_LAYER_MEASURES, *(f"{n}_heads" for n in COLLAPSE_LAYER_MEASURES)]
+    names += COLLAPSE_MODEL_MEASURES
+    return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names}}
+
+
+def load_probes(path: str | Path) -> dict:
+    """The collapse-measure trajectories a pre-training run with ``probe_every`` saved.
+
+    ``path``: a ``probes.json`` file, a checkpoint folder holding one, or a run's ``out_dir``
+    (its ``checkpoint/``). The result is plain JSON: ``step`` (optimiser steps done when the
+    measures were taken, 0 = before training), ``probe_blocks``, and for every measure of
+    :class:`kvattn.diagnostics.CollapseMeasures` one list with an entry per step: per layer
+    (``G_order_mean`` …), per layer and head (``G_order_mean_heads`` …) or one number
+    (``delta_loss`` …); ``None`` where a value is undefined (nan). It is what
+    :func:`kvattn.figures.collapse_trajectories` draws.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``probes.json`` there.
+    ValueError
+        Not a JSON object with a ``step`` list and the lists of every measure, one entry per step.
+    """
+    path = Path(path)
+    for candidate in (path, path / PROBES_FILE, path / "checkpoint" / PROBES_FILE):
+        if candidate.is_file():
+            break
+    else:
+        raise FileNotFoundError(f"no {PROBES_FILE} in {path} (was the run made with probe_every?)")
+    try:
+        probes = json.loads(candidate.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{candidate} is not valid JSON: {err}") from None
+    if not isinstance(probes, dict) or not isinstance(probes.get("step"), list):
+        raise ValueError(f"{candidate} must hold a JSON object with a 'step' list")
+    expected = set(_new_probes(0))
+    missing = sorted(expected - set(probes))
+    if missing:
+        raise ValueError(f"{candidate} lacks the measures {', '.join(missing)}")
+    for name in expected - {"probe_blocks", "step"}:
+        if not isinstance(probes[name], list) or len(probes[name]) != len(probes["step"]):
+            raise ValueError(f"{candidate}: {name!r} must be a list with one entry per step")
+    return probes
+
+
 def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
     """Refuse to resume from a checkpoint whose run differs from ``cfg`` in anything but
     :data:`RESUMABLE_CHANGES`, listing every differing field."""
@@ -791,6 +876,14 @@ def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
         raise ValueError(
             f"cannot resume the run in {ckpt}: the config differs in " + "; ".join(differing)
         )
+    if cfg.probe_every is not None and (ckpt / PROBES_FILE).exists():
+        saved_blocks = load_probes(ckpt).get("probe_blocks")
+        if saved_blocks != cfg.probe_blocks:
+            raise ValueError(
+                f"cannot resume the run in {ckpt}: its {PROBES_FILE} was measured with "
+                f"probe_blocks={saved_blocks!r}, now {cfg.probe_blocks!r}; a trajectory must keep "
+                "its probes (resume with the same probe_blocks)"
+            )
 
 
 def _prepare_out_dir(out_dir: Path, ckpt: Path, cfg: PretrainConfig, resume: bool) -> None:
@@ -822,9 +915,10 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
 
     The run writes ``out_dir/checkpoint/``: the model in the published format
     (``config.json``, ``model.safetensors``), ``tokenizer.model`` (SentencePiece) and the
-    trainer state (``optimizer.safetensors``, ``trainer_state.json``). Every step's batch is a
-    function of (seed, step) alone, so ``resume=True`` continues exactly where the checkpoint left
-    off and reproduces the uninterrupted loss curve.
+    trainer state (``optimizer.safetensors``, ``trainer_state.json``), and with ``probe_every``
+    the collapse-measure trajectories (``probes.json``, see :func:`load_probes`). Every step's
+    batch is a function of (seed, step) alone, so ``resume=True`` continues exactly where the
+    checkpoint left off and reproduces the uninterrupted loss curve and trajectories.
 
     Nothing is lost: before any work, an out_dir that already holds a checkpoint is refused
     unless ``resume`` (continue it) or ``cfg.overwrite`` (replace it at the first new checkpoint);
@@ -887,13 +981,22 @@ def _pretrain(
             "differs from the checkpoint's tokenizer.model (another sentencepiece version?)"
         )
     train_blocks = blocks(data.train, cfg.block_size)
-    val_blocks = blocks(data.val, cfg.block_size)[: cfg.eval_blocks]
+    all_val_blocks = blocks(data.val, cfg.block_size)
+    val_blocks = all_val_blocks[: cfg.eval_blocks]
+    if cfg.probe_every is not None and len(all_val_blocks) < 2 * cfg.probe_blocks:
+        raise ValueError(
+            f"probe_blocks={cfg.probe_blocks} needs {2 * cfg.probe_blocks} validation blocks "
+            f"(probes, then as many to score the substitution); the corpus gives "
+            f"{len(all_val_blocks)}: lower probe_blocks or block_size, or use more text"
+        )
     model_cfg = PLDRConfig.from_dict(cfg.model_fields(data.vocab_size), strict=True)
     cls = PLDRLLM if cfg.architecture == "pldrllm" else GPT
-    start_step, opt_state, history = 0, None, None
+    start_step, opt_state, history, probes = 0, None, None, None
     if resume:
         model = load_pretrained(ckpt, device=device).train()
         start_step, opt_state, history = _load_training_state(ckpt)
+        if (ckpt / PROBES_FILE).exists():
+            probes = load_probes(ckpt)
     else:
         torch.manual_seed(cfg.seed)
         model = cls(model_cfg).to(device)
@@ -938,6 +1041,31 @@ def _pretrain(
         ]
         return float(torch.stack(losses).mean())
 
+    probe_ids, probe_eval = None, None
+    if cfg.probe_every is not None:
+        probe_ids = [b[None, :-1].to(device) for b in all_val_blocks[: cfg.probe_blocks]]
+        probe_eval = all_val_blocks[cfg.probe_blocks : 2 * cfg.probe_blocks].to(device)
+        probes = probes if probes is not None else _new_probes(cfg.probe_blocks)
+
+    def probe(steps_done: int) -> None:
+        # eval mode, no gradient, the global random stream untouched; the model's mode comes back
+        from .diagnostics import collapse_measures
+
+        record = collapse_measures(model, probe_ids, probe_eval).as_record()
+        probes["step"].append(steps_done)
+        for name, value in record.items():
+            probes[name].append(value)
+
+    def callback(step: int, _net: nn.Module) -> None:
+        if (step + 1) % cfg.probe_every == 0 or step + 1 == cfg.steps:
+            probe(step + 1)
+
+    # A run starts its trajectory before its first step; a resumed one continues the saved one
+    # (a checkpoint without one starts it where the resume starts).
+    if cfg.probe_every is not None and start_step < cfg.steps:
+        if start_step == 0 or not probes["step"]:
+            probe(start_step)
+
     def on_checkpoint(step: int, opt: torch.optim.Optimizer, hist: History) -> None:
         if rank == 0:
             staging = staging_directory(ckpt)
@@ -945,6 +1073,8 @@ def _pretrain(
             write_pretrained(model, staging)
             (staging / "tokenizer.model").write_bytes(tokenizer_bytes)
             _save_training_state(staging, step, opt, hist, cfg)
+            if probes is not None:
+                (staging / PROBES_FILE).write_text(json.dumps(probes, allow_nan=False))
             replace_directory(ckpt)
         if world > 1:
             import torch.distributed as dist
@@ -968,6 +1098,7 @@ def _pretrain(
         autocast_dtype=autocast,
         eval_fn=eval_fn,
         eval_every=cfg.eval_every,
+        callback=callback if cfg.probe_every is not None else None,
         checkpoint_every=cfg.checkpoint_every,
         on_checkpoint=on_checkpoint,
         start_step=start_step,
@@ -977,7 +1108,7 @@ def _pretrain(
         progress=progress and rank == 0,
         desc=f"pre-training {cfg.architecture}",
     )
-    return PretrainResult(model, data.tokenizer, history, out_dir)
+    return PretrainResult(model, data.tokenizer, history, out_dir, probes)
 
 
 def config_help() -> str:
