@@ -207,6 +207,14 @@ register(
                 lambda n, k, d, d_out, b: math.ceil(n * math.log2(k) / (b * d_out)),
             ),
             Mistake(
+                "whole bits per association: naming one of n_values values carries log2(n_values) "
+                "bits, a fraction in general; rounding it up for every pair overcounts, since the "
+                "pairs share the layer's weights and their bits add up before any rounding.",
+                lambda n, k, d, d_out, b: math.ceil(
+                    n * math.ceil(math.log2(k)) / (b * (d + d_out))
+                ),
+            ),
+            Mistake(
                 "rounded down: the slots must hold at least all the bits, so round up.",
                 lambda n, k, d, d_out, b: math.floor(n * math.log2(k) / (b * (d + d_out))),
             ),
