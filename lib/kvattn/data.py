@@ -436,3 +436,18 @@ def benchmark_run(name: str) -> Path:
         As :func:`shipped` (the message lists the shipped runs).
     """
     return _shipped_file("benchmark run", name, "benchmarks/{}.json")
+
+
+def trajectory(name: str) -> Path:
+    """The JSON file ``data/trajectories/<name>.json``: the collapse measures recorded while the
+    shipped checkpoint ``name`` trained again from its recipe with probes (written by
+    ``python tools/make_checkpoints.py --trajectories``; read it with
+    :func:`kvattn.train.load_probes`, draw it with :func:`kvattn.figures.collapse_trajectories`);
+    found like :func:`shipped`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped trajectories).
+    """
+    return _shipped_file("trajectory", name, "trajectories/{}.json")
