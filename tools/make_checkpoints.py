@@ -16,8 +16,10 @@ With ``--trajectories`` each PLDR-LLM recipe runs again with ``probe_every`` (th
 measures of :func:`kvattn.diagnostics.collapse_measures` on fixed validation blocks, every
 ``--probe-every`` steps) in ``runs/<name>-probes/``, and its trajectory goes to
 ``data/trajectories/<name>.json``. Probing observes the run without changing it, so that run
-ends with the shipped weights; the file records whether it did (``reproduces_shipped``: every
-tensor equal), which also tests that the shipped checkpoint is reproducible on this machine.
+ends with the shipped weights if the shipped checkpoint is reproducible on this machine; the
+file records whether it did (``reproduces_shipped``: every tensor equal) and both final
+validation losses. (On the machine that made the first trajectories it was not: the losses first
+differed at step 3, by 5e-7, with or without probes, and grew apart with training.)
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ def trajectory(name: str, probe_every: int, probe_blocks: int) -> Path:
         f"--probe-blocks {probe_blocks} {name}",
         "probe_every": probe_every,
         "reproduces_shipped": same,
+        # the final validation losses of this run and of the shipped one: how far apart they ended
+        "final_val_loss": {
+            "rerun": result.history.evals[-1],
+            "shipped": json.loads((ROOT / "data" / name / "trainer_state.json").read_text())[
+                "history"
+            ]["evals"][-1],
+        },
         "python": platform.python_version(),
         "torch": torch.__version__,
         **result.probes,
