@@ -344,10 +344,8 @@ def rope_rotation(attention, distance: int) -> Tensor:
     ValueError
         If ``distance`` is not in 0 … max_position_embeddings − 1.
     """
-    d_k = attention.cfg.d_k
     _index(distance, "distance", attention.cfg.max_position_embeddings)
-    eye = torch.eye(d_k, dtype=torch.float64).view(d_k, 1, 1, d_k)
-    return attention.rope(eye, start=distance).view(d_k, d_k)
+    return attention.rope.matrix(distance)
 
 
 def head_bilinear_form(attention, head: int, distance: int = 0, with_bias: bool = False) -> Tensor:

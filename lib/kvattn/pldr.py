@@ -305,6 +305,13 @@ class RotaryEmbedding(nn.Module):
             )
         return self._cast[key]
 
+    def matrix(self, position: int) -> Tensor:
+        """R(p), float64 ``[d_k, d_k]`` on the CPU: the matrix with rope(x) = x R(p) for a row x
+        at ``position`` (row m of R(p) is what the rotation makes of the m-th basis vector)."""
+        d_k = 2 * self.cos.shape[1]
+        eye = torch.eye(d_k, dtype=torch.float64).view(d_k, 1, 1, d_k)
+        return self(eye, start=position).view(d_k, d_k)
+
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         S = x.shape[1]
         if start + S > self.max_positions:

@@ -244,8 +244,9 @@ def train(
 
 def _plain_name(name: str) -> str:
     """A parameter's name in the plain model: without the prefixes that torch.compile
-    (``_orig_mod.``) and DDP (``module.``) wrappers add."""
-    for prefix in ("_orig_mod.", "module.", "_orig_mod."):
+    (``_orig_mod.``) and DDP (``module.``) add; pretrain compiles the DDP wrapper, so the
+    compile prefix comes first."""
+    for prefix in ("_orig_mod.", "module."):
         name = name.removeprefix(prefix)
     return name
 

@@ -88,9 +88,7 @@ def _head_form_no_corner(W_Q, b_Q, W_K, b_K):
 def rope_matrix(d_k: int, position: int, theta: float, interleaved: bool = True) -> torch.Tensor:
     """R(p), float64 (d_k, d_k): the matrix with rope(x) = x R(p) for a row x at position p
     (``kvattn.pldr.RotaryEmbedding``, interleaved planes unless told otherwise)."""
-    rope = pldr.RotaryEmbedding(d_k, position + 1, theta, interleaved)
-    eye = torch.eye(d_k, dtype=torch.float64).view(d_k, 1, 1, d_k)
-    return rope(eye, start=position).view(d_k, d_k)
+    return pldr.RotaryEmbedding(d_k, position + 1, theta, interleaved).matrix(position)
 
 
 def _rope_form(W_Q, W_K, G, theta, i, j, how: str = ""):
