@@ -738,3 +738,69 @@ def test_collapse_measures_refuse_bad_input():
         D.collapse_measures(model, [[1, 2], probes[1]], eval_ids)
     with pytest.raises(ValueError, match=r"ids must have shape \[B, S \+ 1\]"):
         D.collapse_measures(model, probes, eval_ids[0])
+
+
+def test_row_map_gain_matches_a_finite_difference_jacobian():
+    """The gain is the median over visited rows of ‖∂φ/∂r‖₂ of the metric learner's row map:
+    recomputed here by central differences on every row of one head, in float64."""
+    model = _tiny_pldr(num_reslayerA=2).double()
+    probes, _ = _probe_inputs()
+    gain = D.row_map_gain(model, probes[:2])
+    assert gain.shape == (2, 2) and gain.dtype == torch.float64
+    attention = model.decoder.dec_layers[1].mha1
+    outputs = D.deductive_tensors(model, probes[:2])
+    rows = torch.cat([attention.layernorm1(o[1].A0[:, 0]) for o in outputs]).reshape(-1, 8)
+
+    def phi(r):
+        for unit in attention.reslayerAs:
+            r = unit(r)
+        return r
+
+    h = 1e-6
+    norms = []
+    with torch.no_grad():
+        for r in rows:
+            J = torch.stack([(phi(r + h * e) - phi(r - h * e)) / (2 * h) for e in torch.eye(8)], 1)
+            norms.append(torch.linalg.matrix_norm(J, ord=2))
+    assert float(gain[1, 0]) == pytest.approx(float(torch.stack(norms).median()), rel=1e-6)
+
+
+def test_row_map_gain_is_zero_for_a_flat_row_map_and_one_for_a_passive_unit():
+    """Row-map collapse in its extreme form: the last unit's LayerNorm gain γ = 0 makes every row
+    of A equal to β whatever the input (gain exactly 0); a unit that adds nothing has gain 1.
+    The model's mode is restored."""
+    model = _tiny_pldr(num_reslayerA=2).train()
+    probes, _ = _probe_inputs()
+    with torch.no_grad():
+        for block in model.decoder.dec_layers:
+            block.mha1.reslayerAs[-1].layernormA.weight.zero_()
+    assert (D.row_map_gain(model, probes) == 0).all() and model.training
+    # a unit whose GLU blocks add nothing is LayerNorm of a LayerNormed row: a projection that
+    # removes the mean and the row's own direction, gain 1 (up to LayerNorm's eps)
+    passive = _tiny_pldr(num_reslayerA=1, layer_norm_eps=1e-12)
+    with torch.no_grad():
+        for block in passive.decoder.dec_layers:
+            for dense in block.mha1.reslayerAs[0].denseAs:
+                for parameter in dense.gluw3.parameters():
+                    parameter.zero_()
+    torch.testing.assert_close(
+        D.row_map_gain(passive, probes), torch.ones(2, 2, dtype=torch.float64), rtol=1e-5, atol=0
+    )
+    trained_like = D.row_map_gain(_tiny_pldr(num_reslayerA=2), probes)
+    assert (trained_like > 0.3).all()  # a random metric learner is far from flat
+
+
+def test_row_map_gain_refuses_models_without_a_metric_learner_and_bad_probes():
+    from kvattn.pldr import constant_g_from
+
+    model = _tiny_pldr()
+    probes, _ = _probe_inputs()
+    with pytest.raises(TypeError, match="PLDRLLM with PLGA"):
+        D.row_map_gain(_gpt(), probes)
+    G = [torch.eye(8).expand(2, 8, 8) for _ in range(2)]
+    with pytest.raises(TypeError, match="PLDRLLM with PLGA"):
+        D.row_map_gain(constant_g_from(model, G), probes)
+    with pytest.raises(ValueError, match="one or more probes"):
+        D.row_map_gain(model, [])
+    with pytest.raises(ValueError, match=r"probes\[0\] must have shape \(1, S\)"):
+        D.row_map_gain(model, [probes[0][0]])

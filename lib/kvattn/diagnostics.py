@@ -239,6 +239,84 @@ def _ratio(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
+def row_map_gain(model, probes: list[Tensor]) -> Tensor:
+    """How strongly each layer's metric learner still responds to its input: the largest
+    singular value of the Jacobian of the row map, median over the rows the probes visit.
+
+    The metric learner acts on each row of ``LayerNorm(A0)`` on its own: a row ``r`` of length
+    d_k goes through the residual units to the same row of A, ``φ(r)``. Its Jacobian ``∂φ/∂r``
+    (d_k × d_k) says how much A can still change when the input changes; a row map that has
+    flattened to a constant has gain 0 and makes A, hence G_LM, the same for every input
+    (row-map collapse). For each probe (at its last position, as :func:`collapse_measures`) and
+    head, every one of the d_k rows is a visited row.
+
+    Parameters
+    ----------
+    model:
+        A :class:`kvattn.pldr.PLDRLLM` with PLGA (any device; run in eval mode, mode restored).
+    probes:
+        One or more token-id tensors ``[1, S]``.
+
+    Returns
+    -------
+    CPU float64 tensor ``[L, H]``: per layer and head, the median over the visited rows of
+    ``‖∂φ/∂r‖₂`` (dimensionless: A and its input are both LayerNorm outputs). Units whose GLU
+    blocks add nothing give gain 1 (LayerNorm of a LayerNormed row is a projection); a randomly
+    initialised metric learner gives about 1.2.
+
+    Source: the row-map collapse criterion of the training-dynamics study (Gokden 2026,
+    repository PLDR-LLM-Training-Dynamics: median top singular value of the row map's Jacobian
+    over visited rows, collapsed below 0.1); computed here with ``torch.func`` (one Jacobian per
+    row, in the model's dtype).
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLGA PLDRLLM (a GPT or a constant-G model has no metric learner), or a
+        probe is not a tensor.
+    ValueError
+        No probes, or a probe not of shape ``[1, S]`` with S ≥ 1.
+    """
+    from .pldr import PLDRLLM
+
+    if not isinstance(model, PLDRLLM) or model.kind != "plga":
+        raise TypeError("model must be a PLDRLLM with PLGA (only PLGA has a metric learner)")
+    if not isinstance(probes, list | tuple) or len(probes) == 0:
+        raise ValueError("need a list of one or more probes")
+    for i, p in enumerate(probes):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"probes[{i}] must be a tensor of token ids, got {type(p).__name__}")
+        if p.ndim != 2 or p.shape[0] != 1 or p.shape[1] < 1:
+            raise ValueError(f"probes[{i}] must have shape (1, S) with S ≥ 1, got {tuple(p.shape)}")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            outputs = [
+                [_last_position(o) for o in out]
+                for out in deductive_tensors(model, [p.to(device) for p in probes])
+            ]
+        gains = []
+        for layer, block in enumerate(model.decoder.dec_layers):
+            attention = block.mha1
+
+            def row_map(r: Tensor, units=attention.reslayerAs) -> Tensor:
+                for unit in units:
+                    r = unit(r)
+                return r
+
+            A0 = torch.cat([o[layer].A0 for o in outputs])  # [P, H, d, d]
+            rows = attention.layernorm1(A0)
+            J = torch.func.vmap(torch.func.jacrev(row_map))(rows.reshape(-1, rows.shape[-1]))
+            gain = torch.linalg.matrix_norm(cpu64(J), ord=2).reshape(rows.shape[:-1])
+            # median over the visited rows: every probe and every row of each head's matrix
+            gains.append(gain.transpose(0, 1).reshape(gain.shape[1], -1).median(-1).values)
+    finally:
+        model.train(was_training)
+    return torch.stack(gains)
+
+
 # ---------------------------------------------------------------------------------------------
 # Perron–Frobenius
 
