@@ -343,3 +343,40 @@ def test_collapse_trajectories_refuse_malformed_input(change, error, match):
 def test_collapse_trajectories_refuse_what_is_not_a_mapping():
     with pytest.raises(TypeError, match="probes must be a mapping"):
         figures.collapse_trajectories([1, 2])
+
+
+def test_run_curves_draw_each_run_on_its_own_x_and_the_threshold_across_all():
+    fig = figures.run_curves(
+        {"base": ([0, 1, 2, 3], [0.3, 0.2, 0.15, 0.1]), "batch 64": ([0, 2], [0.3, 0.05])},
+        title="t",
+        xaxis="tokens",
+        yaxis="order",
+        log_y=True,
+        threshold=(0.01, "collapsed below"),
+    )
+    base, batch, line = fig.data
+    assert list(base.x) == [0, 1, 2, 3] and list(batch.x) == [0, 2] and list(batch.y) == [0.3, 0.05]
+    assert (
+        list(line.x) == [0, 3] and list(line.y) == [0.01, 0.01] and line.name == "collapsed below"
+    )
+    assert line.line.dash == "dash" and fig.layout.yaxis.type == "log"
+    no_line = figures.run_curves({"a": ([1, 2], [-1.0, 1.0])}, title="t", xaxis="x", yaxis="y")
+    assert len(no_line.data) == 1 and no_line.layout.yaxis.type != "log"
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"curves": {}}, ValueError, "curves"),
+        ({"curves": {"a": [1, 2, 3]}}, TypeError, r"curves\['a'\] must be a pair"),
+        ({"curves": {"a": ([1, 2], [1.0])}}, ValueError, "one y per x"),
+        ({"curves": {"a": ([1, 2], [1.0, math.nan])}}, ValueError, "finite"),
+        ({"threshold": (0.0, "zero")}, ValueError, "threshold value"),
+        ({"threshold": (0.1,)}, ValueError, r"threshold must be \(value, label\)"),
+        ({"threshold": (math.inf, "inf")}, ValueError, "threshold value"),
+    ],
+)
+def test_run_curves_refuse_malformed_input(kwargs, error, match):
+    args = {"curves": {"a": ([1, 2], [0.5, 0.25])}, "log_y": True, **kwargs}
+    with pytest.raises(error, match=match):
+        figures.run_curves(**args, title="t", xaxis="x", yaxis="y")

@@ -1273,3 +1273,77 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
         **LAYOUT,
     )
     return fig
+
+
+def run_curves(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    log_y: bool = False,
+    threshold: tuple[float, str] | None = None,
+    height: int = 400,
+) -> go.Figure:
+    """One line per run, each against its own x (runs measured at different points, e.g. a
+    larger batch probed at other token counts), and an optional dashed horizontal line at a
+    threshold, labelled, such as the value below which a run counts as collapsed.
+
+    ``curves``: run label → ``(x, y)``, two sequences of equal length (one point per
+    measurement); ``threshold``: ``(value, label)``, drawn across the whole x range.
+
+    Raises
+    ------
+    TypeError
+        ``curves`` is not a mapping of pairs.
+    ValueError
+        No runs, a run whose x and y differ in length or hold a non-finite value, a threshold
+        that is not (finite number, str) or not positive on a logarithmic axis, or ``height`` < 1.
+    """
+    _require_items("curves", curves, container=Mapping)
+    _require_number("height", height, 1, integer=True)
+    drawn = {}
+    for label, pair in curves.items():
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise TypeError(f"curves[{label!r}] must be a pair (x, y), got {pair!r:.80}")
+        x = _require_array(f"curves[{label!r}] x", pair[0], 1)
+        y = _require_array(f"curves[{label!r}] y", pair[1], x.shape, "one y per x")
+        drawn[label] = (x, y)
+    fig = go.Figure()
+    for label, (x, y) in drawn.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_round(x),
+                y=_round(y, 5),
+                mode="lines+markers",
+                name=label,
+                marker=dict(size=4),
+                line=dict(color=color(label)),
+            )
+        )
+    if threshold is not None:
+        if (
+            not isinstance(threshold, tuple | list)
+            or len(threshold) != 2
+            or not isinstance(threshold[1], str)
+        ):
+            raise ValueError(f"threshold must be (value, label), got {threshold!r:.80}")
+        biggest = float(np.finfo(float).max)  # refuses ±inf
+        _require_number(
+            "threshold value", threshold[0], np.nextafter(0.0, 1.0) if log_y else -biggest, biggest
+        )
+        lo = min(float(x.min()) for x, _ in drawn.values())
+        hi = max(float(x.max()) for x, _ in drawn.values())
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, hi],
+                y=[float(threshold[0])] * 2,
+                mode="lines",
+                name=threshold[1],
+                line=dict(color="#000000", dash="dash"),
+            )
+        )
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
+    if log_y:
+        fig.update_yaxes(type="log", exponentformat="power")
+    return fig
