@@ -128,3 +128,57 @@ def test_load_shipped_names_a_missing_key(tmp_path, monkeypatch):
     monkeypatch.setattr(experiments, "experiment", lambda name: tmp_path / f"{name}.json")
     with pytest.raises(ValueError, match=r"missing keys \['chosen_lr'\]"):
         experiments.load_shipped("broken")
+
+
+def _collapse_hunt_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "collapse_hunt", ROOT / "tools" / "collapse_hunt.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HUNT = sorted((ROOT / "data" / "collapse_hunt").glob("*.json"))
+
+
+def test_the_collapse_hunt_ships_every_run_of_its_plan():
+    from kvattn.data import collapse_hunt
+
+    assert sorted(p.stem for p in HUNT) == sorted(_collapse_hunt_tool().PLAN)
+    with pytest.raises(FileNotFoundError, match=r"no shipped collapse-hunt run .*'base'"):
+        collapse_hunt("nonexistent")
+
+
+@pytest.mark.parametrize("path", HUNT, ids=lambda p: p.stem)
+def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
+    """Each shipped run was trained from the plan's recipe (every field the plan sets), its
+    trajectory covers the whole run, and its recorded verdict is the one its own numbers give."""
+    from kvattn.data import collapse_hunt
+    from kvattn.train import load_probes
+
+    hunt = _collapse_hunt_tool()
+    assert collapse_hunt(path.stem) == path
+    record = json.loads(path.read_text())
+    planned = hunt.recipe(path.stem, None, Path("runs/collapse_hunt"))
+    for key, value in planned.items():
+        # (the first runs wrote a checkpoint every 1,000 steps, the later ones every 500: where
+        # a run saves does not change it; the device is the tool's --device)
+        if key not in ("checkpoint_every", "device"):
+            assert record["recipe"][key] == value, key
+    assert record["why"] == hunt.PLAN[path.stem][1]
+    probes = load_probes(path)
+    assert probes["step"][0] == 0 and probes["step"][-1] == record["recipe"]["steps"]
+    hit = [s for i, s in enumerate(probes["step"]) if hunt.collapsed(probes, i)]
+    assert record["collapsed_at_step"] == (hit[0] if hit else None)
+    layers, heads = (
+        record["recipe"]["model"]["num_hidden_layers"],
+        record["recipe"]["model"]["num_attention_heads"],
+    )
+    for when in ("initial", "final"):
+        gain = record["row_map_gain"][when]
+        assert len(gain) == layers and all(len(row) == heads and min(row) > 0 for row in gain)
+    assert record["row_map_gain"]["collapse_below"] == hunt.ROW_MAP_COLLAPSE_BELOW
+    assert len(record["val_loss"]) >= 2 and record["wall_s"] > 0

@@ -438,6 +438,27 @@ def benchmark_run(name: str) -> Path:
     return _shipped_file("benchmark run", name, "benchmarks/{}.json")
 
 
+def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
+    """The JSON record ``data/collapse_hunt/<name>.json`` of one run of chapter 11's collapse
+    hunt (written by ``python tools/collapse_hunt.py``): its recipe, why it was run, its wall
+    time, the collapse measures every 250 steps (read them with
+    :func:`kvattn.train.load_probes`) and the row-map gains of its first and last model; found
+    like :func:`shipped`. With ``checkpoint=True``: the folder ``data/collapse_hunt/<name>/`` of
+    the run's final model, shipped for the run nearest to collapse (files
+    :data:`SHIPPED_FILES`, load it with :func:`kvattn.load_pretrained`).
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped runs, or the shipped checkpoints).
+    """
+    if checkpoint:
+        return _shipped_file(
+            "collapse-hunt checkpoint", name, "collapse_hunt/{}/config.json"
+        ).parent
+    return _shipped_file("collapse-hunt run", name, "collapse_hunt/{}.json")
+
+
 def trajectory(name: str) -> Path:
     """The JSON file ``data/trajectories/<name>.json``: the collapse measures recorded while the
     shipped checkpoint ``name`` trained again from its recipe with probes (written by
