@@ -127,8 +127,8 @@ class SimulatedDevice(TorchFunctionMode):
             return self.device if on_device(args[0]) else func(*args)
         if owner is torch.Tensor.data and func.__name__ == "__set__":  # Module.to assigns .data
             func(*args)
-            if on_device(args[1]):
-                setattr(args[0], _MARK, True)
+            # the tensor now lives where its new data does: Module.to("cpu") brings it back
+            setattr(args[0], _MARK, on_device(args[1]))
             return None
         if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
             return self._move(func, args, kwargs)

@@ -445,7 +445,7 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     :func:`kvattn.train.load_probes`) and the row-map gains of its first and last model; found
     like :func:`shipped`. With ``checkpoint=True``: the folder ``data/collapse_hunt/<name>/`` of
     the run's final model, shipped for the run nearest to collapse (files
-    :data:`SHIPPED_FILES`, load it with :func:`kvattn.load_pretrained`).
+    :data:`SHIPPED_FILES`, load it with :func:`kvattn.checkpoint.load_pretrained`).
 
     Raises
     ------

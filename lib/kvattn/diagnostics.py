@@ -10,6 +10,7 @@ that analyses never mix devices and work on Apple MPS, which has no float64.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -267,7 +268,7 @@ def row_map_gain(model, probes: list[Tensor]) -> Tensor:
     Source: the row-map collapse criterion of the training-dynamics study (Gokden 2026,
     repository PLDR-LLM-Training-Dynamics: median top singular value of the row map's Jacobian
     over visited rows, collapsed below 0.1); computed here with ``torch.func`` (one Jacobian per
-    row, in the model's dtype).
+    row) on CPU float64 copies of the LayerNorm and the units, whatever the model's device.
 
     Raises
     ------
@@ -300,16 +301,23 @@ def row_map_gain(model, probes: list[Tensor]) -> Tensor:
         gains = []
         for layer, block in enumerate(model.decoder.dec_layers):
             attention = block.mha1
+            # CPU float64 copies of the (small) row map: the analysis convention of this module,
+            # and torch.func then never meets an accelerator's kernels or MPS's lack of float64
+            norm, units = (
+                copy.deepcopy(m).to(device="cpu", dtype=torch.float64)
+                for m in (attention.layernorm1, attention.reslayerAs)
+            )
 
-            def row_map(r: Tensor, units=attention.reslayerAs) -> Tensor:
+            def row_map(r: Tensor, units=units) -> Tensor:
                 for unit in units:
                     r = unit(r)
                 return r
 
-            A0 = torch.cat([o[layer].A0 for o in outputs])  # [P, H, d, d]
-            rows = attention.layernorm1(A0)
+            A0 = torch.cat([cpu64(o[layer].A0) for o in outputs])  # [P, H, d, d]
+            with torch.no_grad():
+                rows = norm(A0)
             J = torch.func.vmap(torch.func.jacrev(row_map))(rows.reshape(-1, rows.shape[-1]))
-            gain = torch.linalg.matrix_norm(cpu64(J), ord=2).reshape(rows.shape[:-1])
+            gain = torch.linalg.matrix_norm(J.detach(), ord=2).reshape(rows.shape[:-1])
             # median over the visited rows: every probe and every row of each head's matrix
             gains.append(gain.transpose(0, 1).reshape(gain.shape[1], -1).median(-1).values)
     finally:
