@@ -1139,10 +1139,10 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
 LAYER_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 
 #: The panels of :func:`collapse_trajectories`: per-layer measure and its panel title.
-_COLLAPSE_PANELS = {
-    "G_order_mean": "G_LM order parameter, by |mean|",
-    "G_order_rms": "G_LM order parameter, by RMS",
-    "G_spread": "G_LM relative spread",
+_COLLAPSE_PANELS = {  # short titles: three panels share a row on a book page
+    "G_order_mean": "G_LM order, |mean|",
+    "G_order_rms": "G_LM order, RMS",
+    "G_spread": "G_LM rel. spread",
     "A_sigma_ratio": "A: σ2/σ1",
     "A_row_spread": "A: row spread",
 }
@@ -1228,7 +1228,7 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
     fig = make_subplots(
         rows=2,
         cols=3,
-        subplot_titles=[*_COLLAPSE_PANELS.values(), "G_LM substituted by a donor's"],
+        subplot_titles=[*_COLLAPSE_PANELS.values(), "donor's G_LM"],
         vertical_spacing=0.16,
         horizontal_spacing=0.08,
     )
