@@ -240,6 +240,18 @@ def _ratio(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
+def _check_probes(probes: object, at_least: int, too_few: str) -> None:
+    """Raise unless ``probes`` is a list or tuple of at least ``at_least`` token-id tensors of
+    shape ``[1, S]`` with S ≥ 1 (ValueError with ``too_few`` when there are fewer)."""
+    if not isinstance(probes, list | tuple) or len(probes) < at_least:
+        raise ValueError(too_few)
+    for i, p in enumerate(probes):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"probes[{i}] must be a tensor of token ids, got {type(p).__name__}")
+        if p.ndim != 2 or p.shape[0] != 1 or p.shape[1] < 1:
+            raise ValueError(f"probes[{i}] must have shape (1, S) with S ≥ 1, got {tuple(p.shape)}")
+
+
 def row_map_gain(model, probes: list[Tensor]) -> Tensor:
     """How strongly each layer's metric learner still responds to its input: the largest
     singular value of the Jacobian of the row map, median over the rows the probes visit.
@@ -282,13 +294,7 @@ def row_map_gain(model, probes: list[Tensor]) -> Tensor:
 
     if not isinstance(model, PLDRLLM) or model.kind != "plga":
         raise TypeError("model must be a PLDRLLM with PLGA (only PLGA has a metric learner)")
-    if not isinstance(probes, list | tuple) or len(probes) == 0:
-        raise ValueError("need a list of one or more probes")
-    for i, p in enumerate(probes):
-        if not isinstance(p, Tensor):
-            raise TypeError(f"probes[{i}] must be a tensor of token ids, got {type(p).__name__}")
-        if p.ndim != 2 or p.shape[0] != 1 or p.shape[1] < 1:
-            raise ValueError(f"probes[{i}] must have shape (1, S) with S ≥ 1, got {tuple(p.shape)}")
+    _check_probes(probes, 1, "need a list of one or more probes")
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -947,13 +953,7 @@ def collapse_measures(model, probes: list[Tensor], eval_ids: Tensor) -> Collapse
 
     if not isinstance(model, PLDRLLM):
         raise TypeError(f"model must be a PLDRLLM (a GPT has no G_LM), got {type(model).__name__}")
-    if not isinstance(probes, list | tuple) or len(probes) < 2:
-        raise ValueError("need a list of at least two probes to compare G_LM between inputs")
-    for i, p in enumerate(probes):
-        if not isinstance(p, Tensor):
-            raise TypeError(f"probes[{i}] must be a tensor of token ids, got {type(p).__name__}")
-        if p.ndim != 2 or p.shape[0] != 1 or p.shape[1] < 1:
-            raise ValueError(f"probes[{i}] must have shape (1, S) with S ≥ 1, got {tuple(p.shape)}")
+    _check_probes(probes, 2, "need a list of at least two probes to compare G_LM between inputs")
     device = next(model.parameters()).device
     probes = [p.to(device) for p in probes]
     was_training = model.training
