@@ -67,6 +67,8 @@ def test_design_refuses_shared_seeds_and_unknown_sigma(small_text):
         experiments.symmetry_contrast(tokens, acts=["tanh"], steps=2)
     with pytest.raises(ValueError, match="at least 2 test seeds"):
         experiments.symmetry_contrast(tokens, steps=2, test_seeds=[0])
+    with pytest.raises(ValueError, match="needs at least one selection seed"):
+        experiments.symmetry_contrast(tokens, steps=2, lrs=[1e-3, 1e-2], select_seeds=[])
 
 
 def test_a_micro_experiment_runs_the_whole_design(small_text):
@@ -108,6 +110,9 @@ def test_workers_give_the_same_results_as_one_process(small_text):
     one = experiments.symmetry_contrast(tokens, **kwargs)
     two = experiments.symmetry_contrast(tokens, workers=2, **kwargs)
     assert one.final == two.final and one.curves == two.curves
+    # one rate: nothing to choose, so no selection runs and no selection seeds recorded
+    assert one.selection == {"silu symmetric": {}, "silu gated": {}}
+    assert one.design["select_seeds"] == [] and one.chosen_lr["silu gated"] == 1e-2
     with pytest.raises(ValueError, match="workers must be an int >= 1"):
         experiments.symmetry_contrast(tokens, workers=0, **kwargs)
 

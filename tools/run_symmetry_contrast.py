@@ -35,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--vocab-size", type=int, default=512)
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2])
-    parser.add_argument("--select-seeds", type=int, default=1, help="seeds 1000, 1001, ...")
+    parser.add_argument(
+        "--select-seeds",
+        type=int,
+        default=1,
+        help="seeds 1000, 1001, ... (ignored with a single rate: nothing to choose)",
+    )
     parser.add_argument("--test-seeds", type=int, default=8, help="how many test seeds")
     parser.add_argument(
         "--first-test-seed",

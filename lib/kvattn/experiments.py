@@ -235,14 +235,18 @@ def _select_and_test(
     test_seeds: Sequence[int],
     recipe: dict,
 ) -> tuple[dict[str, list[float]], float, SeedRuns]:
-    """One kind: every rate on the selection seeds, then the best rate on the test seeds."""
-    selection = {
-        f"{lr:g}": train_lm_seeds(
-            cfg, tokens, list(select_seeds), lr=lr, desc=f"{name} lr {lr:g}", **recipe
-        ).final
-        for lr in lrs
-    }
-    chosen = min(lrs, key=lambda lr: sum(selection[f"{lr:g}"]))
+    """One kind: every rate on the selection seeds, then the best rate on the test seeds (a single
+    rate needs no selection runs)."""
+    if len(lrs) == 1:
+        selection = {}
+    else:
+        selection = {
+            f"{lr:g}": train_lm_seeds(
+                cfg, tokens, list(select_seeds), lr=lr, desc=f"{name} lr {lr:g}", **recipe
+            ).final
+            for lr in lrs
+        }
+    chosen = lrs[0] if len(lrs) == 1 else min(lrs, key=lambda lr: sum(selection[f"{lr:g}"]))
     tested = train_lm_seeds(
         cfg, tokens, list(test_seeds), lr=chosen, desc=f"{name} lr {chosen:g}", **recipe
     )
@@ -278,17 +282,25 @@ def symmetry_contrast(
     (recipe of :func:`kvattn.train.train_lm_seeds`). ``workers`` > 1 trains that many kinds at
     once in separate processes with one thread each (results are identical: every run is seeded).
 
+    With a single rate in ``lrs`` there is nothing to choose: no selection runs are made,
+    ``select_seeds`` is ignored (recorded as ``[]``) and ``selection`` is empty.
+
     Raises
     ------
     ValueError
-        Unknown σ, fewer than 2 test seeds, an empty ``lrs`` or ``select_seeds``, seeds shared
+        Unknown σ, fewer than 2 test seeds, an empty ``lrs``, several rates but no
+        ``select_seeds``, seeds shared
         between selection and test, or ``workers`` not an int >= 1.
     """
     _check_workers(workers)
     if len(test_seeds) < 2:
         raise ValueError(f"need at least 2 test seeds for a paired test, got {list(test_seeds)}")
-    if not lrs or not select_seeds:
-        raise ValueError("lrs and select_seeds must each name at least one value")
+    if not lrs:
+        raise ValueError("lrs must name at least one rate")
+    if len(lrs) == 1:
+        select_seeds = ()  # nothing to choose between: no selection runs
+    elif not select_seeds:
+        raise ValueError(f"choosing among the rates {list(lrs)} needs at least one selection seed")
     shared = sorted(set(select_seeds) & set(test_seeds))
     if shared:
         raise ValueError(f"selection and test seeds must differ, both have {shared}")
