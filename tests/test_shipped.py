@@ -64,7 +64,13 @@ def test_shipped_rejects_bad_names():
 
 
 @pytest.mark.parametrize(
-    "name", ["symmetry_contrast", "symmetry_contrast_long", "symmetry_contrast_silu_powered"]
+    "name",
+    [
+        "symmetry_contrast",
+        "symmetry_contrast_long",
+        "symmetry_contrast_silu_powered",
+        "symmetry_contrast_powered",
+    ],
 )
 def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompute(name):
     """Chapter 5's verdicts read data/experiments/symmetry_contrast.json (and the 3× longer
@@ -105,6 +111,26 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
         assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
         assert r.chosen_lr["silu gated"] == main.chosen_lr["silu gated"]
         return
+    if name == "symmetry_contrast_powered":  # every σ, sized by the largest need, own rates
+        main = experiments.load_shipped("symmetry_contrast").contrast
+        needed = [
+            next(
+                n
+                for n in range(2, 1000)
+                if experiments.minimum_detectable_effect(c.se * c.n**0.5, n) < 0.01
+            )
+            for c in main.contrasts
+        ]
+        assert acts == list(experiments.CONTRASTS) and dose is None
+        assert len(r.design["test_seeds"]) == max(needed)
+        assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
+        assert len(r.design["select_seeds"]) >= 2 and len(r.design["lrs"]) >= 5
+        assert main.chosen_lr["silu gated"] in r.design["lrs"]  # the grid is centred on it
+        for kind, by_rate in r.selection.items():
+            means = {lr: sum(v) / len(v) for lr, v in by_rate.items()}
+            assert all(len(v) == len(r.design["select_seeds"]) for v in by_rate.values())
+            assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get)
+        return
     if name == "symmetry_contrast_long":
         assert (
             dose is None
@@ -117,6 +143,28 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     slopes = [np.polyfit(np.array(dose.violation)[:, s], np.array(dose.final)[:, s], 1)[0]
               for s in range(len(dose.seeds))]  # fmt: skip
     assert dose.slope == pytest.approx(np.mean(slopes), rel=1e-9)
+
+
+def test_shipped_horizon_run_extends_the_main_runs_seeds_without_selection():
+    """Chapter 5's flattening check: the contrast kinds trained far longer, on the main run's
+    first seeds at its rate, with nothing to select (one rate); its statistics recompute."""
+    from kvattn import experiments
+
+    run = experiments.load_shipped("symmetry_contrast_horizon")
+    r, main = run.contrast, experiments.load_shipped("symmetry_contrast").contrast
+    assert run.provenance["command"].startswith("python tools/run_symmetry_contrast.py")
+    assert run.dose_response is None and [c.act for c in r.contrasts] == list(experiments.CONTRASTS)
+    seeds = r.design["test_seeds"]
+    assert len(seeds) >= 2 and seeds == main.design["test_seeds"][: len(seeds)]
+    assert r.design["steps"] >= 4 * 3 * main.design["steps"]  # well past the 3× longer run
+    assert r.design["lrs"] == [main.chosen_lr["silu gated"]] and r.design["select_seeds"] == []
+    assert all(sel == {} for sel in r.selection.values())
+    for kind, final in r.final.items():
+        assert [c[-1] for c in r.curves[kind]] == final and len(final) == len(seeds)
+    for c in r.contrasts:
+        assert c == experiments.paired_contrast(
+            c.act, r.final[f"{c.act} symmetric"], r.final[f"{c.act} gated"], 0.05, 0.8
+        )
 
 
 def test_load_shipped_names_a_missing_key(tmp_path, monkeypatch):
