@@ -238,7 +238,7 @@ def _select_and_test(
     """One kind: every rate on the selection seeds, then the best rate on the test seeds (a single
     rate needs no selection runs)."""
     if len(lrs) == 1:
-        selection = {}
+        selection, chosen = {}, lrs[0]
     else:
         selection = {
             f"{lr:g}": train_lm_seeds(
@@ -246,7 +246,7 @@ def _select_and_test(
             ).final
             for lr in lrs
         }
-    chosen = lrs[0] if len(lrs) == 1 else min(lrs, key=lambda lr: sum(selection[f"{lr:g}"]))
+        chosen = min(lrs, key=lambda lr: sum(selection[f"{lr:g}"]))
     tested = train_lm_seeds(
         cfg, tokens, list(test_seeds), lr=chosen, desc=f"{name} lr {chosen:g}", **recipe
     )
