@@ -761,9 +761,13 @@ def test_violations_from_the_gate_estimate_the_population_values():
     gen = torch.Generator().manual_seed(11)
     a, b = (torch.randn(400_000, generator=gen, dtype=torch.float64) for _ in range(2))
     exchange = EXERCISES["exchange_violation_samples"].reference(torch.sigmoid, a, b)
-    scale = EXERCISES["scale_violation_samples"].reference(torch.sigmoid, 2.0, a, b)
     assert exchange == pytest.approx(symmetry.exchange_violation("silu"), rel=0.02)
-    assert scale == pytest.approx(symmetry.scale_violation("silu", 2.0), rel=0.03)
+    coefficient = EXERCISES["scale_coefficient_samples"].reference
+    for name, gate in (("silu", torch.sigmoid), ("gelu", exercises.ch04._normal_cdf)):
+        C = coefficient(gate, a)
+        assert C == pytest.approx(symmetry.scale_violation_coefficient(name), rel=0.02)
+        # the leading term of the small-α expansion: E_sc(1.1) ≈ C (ln 1.1)²
+        assert C * math.log(1.1) ** 2 == pytest.approx(symmetry.scale_violation(name, 1.1), rel=0.1)
 
 
 def test_slots_needed_values():

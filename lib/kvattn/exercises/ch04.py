@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -19,30 +20,57 @@ def _normal_cdf(z):
     return 0.5 * (1 + torch.erf(z / math.sqrt(2)))
 
 
-def _violation_cases(gen, with_alpha: bool):
-    cases = []
-    for label, gate in (
-        ("SiLU's gate, sigmoid", torch.sigmoid),
-        ("ReLU's gate, the step", _step),
-        ("GELU's gate, the normal CDF", _normal_cdf),
-        ("the identity's gate, 1", torch.ones_like),
-    ):
-        a, b = randn(gen, 2000), randn(gen, 2000)
-        alpha = (2.0, -1.5, 0.5, 3.0)[len(cases)]
-        cases.append(
-            Case(f"{label}, 2000 samples", (gate, alpha, a, b) if with_alpha else (gate, a, b))
+def _exchange_cases(gen):
+    return [
+        Case(f"{label}, 2000 samples", (gate, randn(gen, 2000), randn(gen, 2000)))
+        for label, gate in (
+            ("SiLU's gate, sigmoid", torch.sigmoid),
+            ("ReLU's gate, the step", _step),
+            ("GELU's gate, the normal CDF", _normal_cdf),
+            ("the identity's gate, 1", torch.ones_like),
         )
-    return cases
+    ]
+
+
+def _coefficient_cases(gen):
+    return [
+        Case(label, (gate, randn(gen, n) * spread))
+        for label, gate, n, spread in (
+            ("SiLU's gate, sigmoid, 2000 standard normal samples", torch.sigmoid, 2000, 1.0),
+            ("GELU's gate, the normal CDF, 2000 samples", _normal_cdf, 2000, 1.0),
+            ("Swish-β's gate, sigmoid(3z), 500 samples", lambda z: torch.sigmoid(3 * z), 500, 1.0),
+            ("sigmoid on wider samples (standard deviation 2)", torch.sigmoid, 1000, 2.0),
+        )
+    ]
 
 
 def _exchange_violation(gate, a, b):
     return float(((a * b * (gate(a) - gate(b))) ** 2).mean() / ((a * b * gate(a)) ** 2).mean())
 
 
-def _scale_violation(gate, alpha, a, b):
-    return float(
-        ((a * b * (gate(alpha * a) - gate(a))) ** 2).mean() / ((a * b * gate(a)) ** 2).mean()
-    )
+def _gate_and_slope(gate, z):
+    """g(z) and g′(z) at every sample: g acts elementwise, so the gradient of Σ g(z_i) is g′."""
+    z = z.detach().requires_grad_(True)
+    g = gate(z)
+    (slope,) = torch.autograd.grad(g.sum(), z)
+    return z.detach(), g.detach(), slope
+
+
+def _coefficient(numerator: Callable, denominator: Callable) -> Callable:
+    """An estimate mean(numerator) / mean(denominator), both functions of (z, g(z), g′(z))."""
+
+    def estimate(gate, z):
+        z, g, slope = _gate_and_slope(gate, z)
+        return float(numerator(z, g, slope).mean() / denominator(z, g, slope).mean())
+
+    return estimate
+
+
+def _sigma_squared(z, g, slope):
+    return (z * g) ** 2
+
+
+_scale_coefficient = _coefficient(lambda z, g, slope: (z**2 * slope) ** 2, _sigma_squared)
 
 
 def _conserved_cases(gen):
@@ -231,7 +259,7 @@ register(
         "estimated with sample means over paired samples a, b (n,), when only the gate "
         "g(z) = σ(z)/z is given (as a function on tensors).",
         _exchange_violation,
-        lambda g: _violation_cases(g, with_alpha=False),
+        _exchange_cases,
         (
             Mistake(
                 "the score ab dropped: σ(a)b − σ(b)a = ab (g(a) − g(b)), and the gates' "
@@ -251,31 +279,27 @@ register(
         ),
     ),
     Exercise(
-        "scale_violation_samples",
+        "scale_coefficient_samples",
         4,
-        "scale_violation_samples(gate, alpha, a, b) -> float",
-        "The normalised inverse-scale violation E[(σ(αa)b/α − σ(a)b)²] / E[(σ(a)b)²] of a "
-        "self-gated σ, the slot (αq, k/α) against (q, k), from paired samples a, b (n,) when "
-        "only the gate g(z) = σ(z)/z is given.",
-        _scale_violation,
-        lambda g: _violation_cases(g, with_alpha=True),
+        "scale_coefficient_samples(gate, z) -> float",
+        "The coefficient C_σ = E[(zσ′(z) − σ(z))²] / E[σ(z)²] of the small-α scale violation, "
+        "E_sc(α) ≈ C_σ (ln α)², for a self-gated σ(z) = z g(z), estimated with sample means over "
+        "samples z (n,) when only the gate g is given (a differentiable function on tensors): "
+        "g′ comes from automatic differentiation, not from a formula for one gate.",
+        _scale_coefficient,
+        _coefficient_cases,
         (
             Mistake(
-                "an α left over: σ(αa) b/α = αa g(αa) b/α = ab g(αa), the two α's cancel.",
-                lambda g, al, a, b: float(
-                    ((a * b * (al * g(al * a) - g(a))) ** 2).mean() / ((a * b * g(a)) ** 2).mean()
-                ),
+                "the defect taken as z g′(z): for σ = z g, zσ′ − σ = z(g + z g′) − z g = z² g′.",
+                _coefficient(lambda z, g, slope: (z * slope) ** 2, _sigma_squared),
             ),
             Mistake(
-                "the score ab dropped: σ(αa)b/α − σ(a)b = ab (g(αa) − g(a)).",
-                lambda g, al, a, b: float(((g(al * a) - g(a)) ** 2).mean() / (g(a) ** 2).mean()),
+                "(zσ′)² used for the defect: the σ term cancels the g inside σ′, leaving z² g′.",
+                _coefficient(lambda z, g, slope: (z * (g + z * slope)) ** 2, _sigma_squared),
             ),
             Mistake(
-                "the gate's argument divided by α: scaling the query scales σ's argument, "
-                "g(αa); the 1/α on the key is what cancels the other α.",
-                lambda g, al, a, b: float(
-                    ((a * b * (g(a / al) - g(a))) ** 2).mean() / ((a * b * g(a)) ** 2).mean()
-                ),
+                "normalised by E[g²]: the denominator is E[σ(z)²] = E[z² g(z)²].",
+                _coefficient(lambda z, g, slope: (z**2 * slope) ** 2, lambda z, g, slope: g**2),
             ),
         ),
     ),
