@@ -94,7 +94,8 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     for kind, final in r.final.items():
         assert len(final) == len(r.design["test_seeds"]) == len(r.curves[kind])
         assert [c[-1] for c in r.curves[kind]] == final
-        assert r.chosen_lr[kind] in r.design["lrs"]
+        grid = r.design["lrs"]
+        assert r.chosen_lr[kind] in (grid[kind] if isinstance(grid, dict) else grid)
     for c in r.contrasts:
         again = experiments.paired_contrast(
             c.act, r.final[f"{c.act} symmetric"], r.final[f"{c.act} gated"], 0.05, 0.8
@@ -129,7 +130,9 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
         for kind, by_rate in r.selection.items():
             means = {lr: sum(v) / len(v) for lr, v in by_rate.items()}
             assert all(len(v) == len(r.design["select_seeds"]) for v in by_rate.values())
+            assert list(by_rate) == [f"{lr:g}" for lr in r.design["lrs"]]
             assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get)
+        assert r.lr_at_edge == []  # the grid brackets every kind's choice
         return
     if name == "symmetry_contrast_long":
         assert (
