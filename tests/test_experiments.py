@@ -98,6 +98,40 @@ def test_a_micro_experiment_runs_the_whole_design(small_text):
     json.dumps(r.to_dict())
 
 
+def test_each_kind_can_have_a_grid_of_its_own(small_text):
+    """A follow-up gives every kind the rate an earlier run chose for it: a mapping ``lrs``.
+    One rate per kind means no selection; the runs equal those of a shared grid at that rate."""
+    from kvattn.data import tokenize
+
+    tokens = tokenize(small_text, vocab_size=512)
+    kwargs = dict(
+        acts=["silu"], references=False, d_model=16, n_heads=2, block_size=16, steps=4,
+        select_seeds=[100], test_seeds=[0, 1], batch_size=4, progress=False,
+    )  # fmt: skip
+    own = {"silu symmetric": [5e-3], "silu gated": [7e-3]}
+    r = experiments.symmetry_contrast(tokens, lrs=own, **kwargs)
+    assert r.chosen_lr == {"silu symmetric": 5e-3, "silu gated": 7e-3}
+    assert r.design["lrs"] == own and r.design["select_seeds"] == [] and r.lr_at_edge == []
+    assert all(sel == {} for sel in r.selection.values())
+    shared = experiments.symmetry_contrast(tokens, lrs=[7e-3], **kwargs)
+    assert shared.final["silu gated"] == r.final["silu gated"]
+    assert shared.final["silu symmetric"] != r.final["silu symmetric"]  # another rate
+    assert experiments.ContrastResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    # a kind with a grid chooses from it; the edge is judged on each kind's own grid
+    mixed = experiments.symmetry_contrast(
+        tokens, lrs={"silu symmetric": [1e-3, 1e-2], "silu gated": [7e-3]}, **kwargs
+    )
+    assert set(mixed.selection["silu symmetric"]) == {"0.001", "0.01"}
+    assert mixed.selection["silu gated"] == {}  # one rate: nothing to choose for it
+    assert mixed.lr_at_edge == ["silu symmetric"]
+    with pytest.raises(ValueError, match="lrs names the kinds"):
+        experiments.symmetry_contrast(tokens, lrs={"silu gated": [1e-2]}, **kwargs)
+    with pytest.raises(ValueError, match="every kind needs at least one rate"):
+        experiments.symmetry_contrast(
+            tokens, lrs={"silu symmetric": [], "silu gated": [1e-2]}, **kwargs
+        )
+
+
 def test_workers_give_the_same_results_as_one_process(small_text):
     """Every run is seeded, so training kinds in two processes changes nothing."""
     from kvattn.data import tokenize

@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=512)
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2])
     parser.add_argument(
+        "--rates-from",
+        metavar="NAME",
+        help="instead of --lrs, train every kind at the rate that the shipped experiment "
+        "data/experiments/NAME.json chose for it (a follow-up: no selection runs)",
+    )
+    parser.add_argument(
         "--select-seeds",
         type=int,
         default=1,
@@ -68,12 +74,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cpu":
         torch.set_num_threads(1)  # tiny models: one thread is fastest and leaves cores free
     tokens = data.tokenize(data.load_text("pydoc"), vocab_size=args.vocab_size)
+    lrs = args.lrs
+    if args.rates_from:
+        chosen = experiments.load_shipped(args.rates_from).contrast.chosen_lr
+        names = experiments.kinds(args.acts, not args.no_references)
+        missing = sorted(set(names) - set(chosen))
+        if missing:
+            parser.error(f"{args.rates_from} chose no rate for {missing}")
+        lrs = {name: [chosen[name]] for name in names}
     start = time.perf_counter()
     result = experiments.symmetry_contrast(
         tokens,
         acts=args.acts,
         steps=args.steps,
-        lrs=args.lrs,
+        lrs=lrs,
         select_seeds=[1000 + i for i in range(args.select_seeds)],
         test_seeds=list(range(args.first_test_seed, args.first_test_seed + args.test_seeds)),
         device=args.device,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 
@@ -102,9 +102,13 @@ class ContrastResult:
     def lr_at_edge(self) -> list[str]:
         """The kinds whose chosen rate is the smallest or largest of the grid (so their best rate
         may lie outside it, and the grid should be widened before their contrast is trusted)."""
-        lrs = self.design["lrs"]
-        edges = (min(lrs), max(lrs))
-        return [k for k, lr in self.chosen_lr.items() if len(lrs) > 1 and lr in edges]
+        grid = self.design["lrs"]
+        edge = []
+        for kind, lr in self.chosen_lr.items():
+            lrs = grid[kind] if isinstance(grid, dict) else grid
+            if len(lrs) > 1 and lr in (min(lrs), max(lrs)):
+                edge.append(kind)
+        return edge
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -263,7 +267,7 @@ def symmetry_contrast(
     n_heads: int = 4,
     block_size: int = 64,
     steps: int,
-    lrs: Sequence[float] = (1e-3, 3e-3, 1e-2, 3e-2),
+    lrs: Sequence[float] | Mapping[str, Sequence[float]] = (1e-3, 3e-3, 1e-2, 3e-2),
     select_seeds: Sequence[int] = (1000, 1001),
     test_seeds: Sequence[int] = tuple(range(8)),
     batch_size: int = 32,
@@ -282,30 +286,39 @@ def symmetry_contrast(
     (recipe of :func:`kvattn.train.train_lm_seeds`). ``workers`` > 1 trains that many kinds at
     once in separate processes with one thread each (results are identical: every run is seeded).
 
-    With a single rate in ``lrs`` there is nothing to choose: no selection runs are made,
-    ``select_seeds`` is ignored (recorded as ``[]``) and ``selection`` is empty.
+    ``lrs`` is one grid for every kind, or a mapping from each kind's name (``"silu symmetric"``,
+    ``"silu gated"``, …, ``"bilinear"``, ``"key_value"``) to a grid of its own: a follow-up can
+    give every kind the rate that an earlier run chose for it. Where every grid holds a single
+    rate there is nothing to choose: no selection runs are made, ``select_seeds`` is ignored
+    (recorded as ``[]``) and ``selection`` is empty.
 
     Raises
     ------
     ValueError
-        Unknown σ, fewer than 2 test seeds, an empty ``lrs``, several rates but no
-        ``select_seeds``, seeds shared
+        Unknown σ, fewer than 2 test seeds, an empty ``lrs`` or empty grid, a mapping ``lrs``
+        whose kinds differ from the run's, several rates but no ``select_seeds``, seeds shared
         between selection and test, or ``workers`` not an int >= 1.
     """
     _check_workers(workers)
     if len(test_seeds) < 2:
         raise ValueError(f"need at least 2 test seeds for a paired test, got {list(test_seeds)}")
-    if not lrs:
-        raise ValueError("lrs must name at least one rate")
-    if len(lrs) == 1:
+    spec = kinds(acts, references)
+    if isinstance(lrs, Mapping):
+        if set(lrs) != set(spec):
+            raise ValueError(f"lrs names the kinds {sorted(lrs)}, the run trains {sorted(spec)}")
+        grids = {name: list(lrs[name]) for name in spec}
+    else:
+        grids = {name: list(lrs) for name in spec}
+    if not all(grids.values()):
+        raise ValueError(f"every kind needs at least one rate, got {grids}")
+    if all(len(g) == 1 for g in grids.values()):
         select_seeds = ()  # nothing to choose between: no selection runs
     elif not select_seeds:
-        raise ValueError(f"choosing among the rates {list(lrs)} needs at least one selection seed")
+        raise ValueError(f"choosing among the rates {grids} needs at least one selection seed")
     shared = sorted(set(select_seeds) & set(test_seeds))
     if shared:
         raise ValueError(f"selection and test seeds must differ, both have {shared}")
     eval_every = eval_every or max(1, steps // 20)
-    spec = kinds(acts, references)
     budget, shape, recipe = _setup(
         d_model, n_layers, n_heads, block_size,
         steps=steps, batch_size=batch_size, eval_every=eval_every, device=device, progress=progress,
@@ -315,7 +328,7 @@ def symmetry_contrast(
             name,
             _config(tokens, *spec[name], shape, budget),
             tokens,
-            lrs,
+            grids[name],
             select_seeds,
             test_seeds,
             recipe,
@@ -333,7 +346,7 @@ def symmetry_contrast(
             n_heads=n_heads,
             block_size=block_size,
             steps=steps,
-            lrs=list(lrs),
+            lrs=grids if isinstance(lrs, Mapping) else list(lrs),
             select_seeds=list(select_seeds),
             test_seeds=list(test_seeds),
             batch_size=batch_size,
