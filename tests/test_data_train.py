@@ -12,10 +12,12 @@ from kvattn import train
 from kvattn.data import (
     SPECIAL_TOKENS,
     TokenData,
+    encode_documents,
     key_value_recall,
     lm_batch,
     load_text,
     quadratic_task,
+    split_documents,
     teacher_student,
     tokenize,
     train_tokenizer,
@@ -122,6 +124,9 @@ def test_tokenize_holds_out_every_kth_document(small_text):
 
     assert td.train.tolist() == encode(train_docs)
     assert td.val.tolist() == encode(val_docs)
+    # the two steps are public, for reading a run's validation blocks without retraining
+    assert split_documents(small_text, 5) == (train_docs, val_docs)
+    assert encode_documents(td.tokenizer, val_docs).tolist() == encode(val_docs)
     assert int((td.val == end).sum()) == len(val_docs)
     assert int((td.train == end).sum()) == len(train_docs)
     assert td.train.dtype == td.val.dtype == torch.long
@@ -141,6 +146,8 @@ def test_tokenize_errors(small_text):
             tokenize(small_text, 512, val_every=bad)
     with pytest.raises(ValueError, match=r"need at least 10 documents \(paragraphs\), got 3"):
         tokenize("one\n\ntwo\n\nthree", 512, val_every=10)
+    with pytest.raises(ValueError, match="val_every must be an int >= 2"):
+        split_documents(small_text, True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -183,13 +183,16 @@ class TokenData:
         return [self.tokenizer.id_to_piece(i) for i in ids]
 
 
-def tokenize(text: str, vocab_size: int = 2048, val_every: int = 10) -> TokenData:
-    """Train a tokenizer on ``text``, encode it, and hold out every ``val_every``-th document.
+def split_documents(text: str, val_every: int = 10) -> tuple[list[str], list[str]]:
+    """The documents of ``text`` (its non-blank paragraphs, separated by blank lines), split into
+    training and validation: every ``val_every``-th document is held out, so the validation text
+    comes from the same topics as the training text and the validation loss measures
+    generalisation rather than a shift of subject.
 
-    Documents are the paragraphs of the text (separated by blank lines); each is encoded and
-    followed by ``[END]``. Interleaving the held-out documents keeps the validation text from the
-    same topics as the training text, so the validation loss measures generalisation rather than
-    a shift of subject. The tokenizer is trained on the training documents only.
+    Raises
+    ------
+    ValueError
+        ``val_every`` is not an int >= 2, or the text has fewer than ``val_every`` documents.
     """
     if not isinstance(val_every, int) or val_every < 2:
         raise ValueError(f"val_every must be an int >= 2, got {val_every!r}")
@@ -198,17 +201,32 @@ def tokenize(text: str, vocab_size: int = 2048, val_every: int = 10) -> TokenDat
         raise ValueError(f"need at least {val_every} documents (paragraphs), got {len(docs)}")
     train_docs = [d for i, d in enumerate(docs) if i % val_every != val_every - 1]
     val_docs = [d for i, d in enumerate(docs) if i % val_every == val_every - 1]
-    tok = train_tokenizer("\n".join(train_docs), vocab_size)
+    return train_docs, val_docs
+
+
+def encode_documents(tokenizer: spm.SentencePieceProcessor, docs: list[str]) -> Tensor:
+    """One int64 id stream of ``docs``, each document encoded and followed by ``[END]`` (how the
+    reference packs documents before cutting them into :func:`blocks`)."""
     end = SPECIAL_TOKENS["[END]"]
+    ids: list[int] = []
+    for doc in docs:
+        ids.extend(tokenizer.encode(doc))
+        ids.append(end)
+    return torch.tensor(ids, dtype=torch.long)
 
-    def encode(chunk: list[str]) -> Tensor:
-        ids: list[int] = []
-        for doc in chunk:
-            ids.extend(tok.encode(doc))
-            ids.append(end)
-        return torch.tensor(ids, dtype=torch.long)
 
-    return TokenData(tok, encode(train_docs), encode(val_docs))
+def tokenize(text: str, vocab_size: int = 2048, val_every: int = 10) -> TokenData:
+    """Train a tokenizer on ``text``'s training documents and encode both parts
+    (:func:`split_documents`, then :func:`encode_documents`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`split_documents`.
+    """
+    train_docs, val_docs = split_documents(text, val_every)
+    tok = train_tokenizer("\n".join(train_docs), vocab_size)
+    return TokenData(tok, encode_documents(tok, train_docs), encode_documents(tok, val_docs))
 
 
 def lm_batch(
