@@ -70,6 +70,8 @@ def test_shipped_rejects_bad_names():
         "symmetry_contrast_long",
         "symmetry_contrast_silu_powered",
         "symmetry_contrast_powered",
+        "symmetry_contrast_silu_long",
+        "symmetry_contrast_gelu_relu_long",
     ],
 )
 def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompute(name):
@@ -133,6 +135,28 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
             assert list(by_rate) == [f"{lr:g}" for lr in r.design["lrs"]]
             assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get)
         assert r.lr_at_edge == []  # the grid brackets every kind's choice
+        return
+    if name in (
+        "symmetry_contrast_silu_long",
+        "symmetry_contrast_gelu_relu_long",
+    ):  # 3× the steps, each kind at its chosen rate
+        powered = experiments.load_shipped("symmetry_contrast_powered").contrast
+        long = experiments.load_shipped("symmetry_contrast_long").contrast
+        needed = max(
+            next(
+                n
+                for n in range(2, 1000)
+                if experiments.minimum_detectable_effect(c.se * c.n**0.5, n) < 0.01
+            )
+            for c in long.contrasts
+            if c.act in acts
+        )
+        seeds = r.design["test_seeds"]
+        assert dose is None and "--rates-from" in provenance["command"]
+        assert r.design["steps"] == long.design["steps"] == 3 * powered.design["steps"]
+        assert r.design["lrs"] == {kind: [powered.chosen_lr[kind]] for kind in r.final}
+        assert r.design["select_seeds"] == [] and all(sel == {} for sel in r.selection.values())
+        assert len(seeds) == needed and seeds == powered.design["test_seeds"][:needed]
         return
     if name == "symmetry_contrast_long":
         assert (
