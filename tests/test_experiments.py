@@ -98,6 +98,29 @@ def test_a_micro_experiment_runs_the_whole_design(small_text):
     json.dumps(r.to_dict())
 
 
+def test_pairs_needed_is_the_first_design_below_the_target():
+    n = experiments.pairs_needed(0.0155, 0.01)
+    assert minimum_detectable_effect(0.0155, n) < 0.01 <= minimum_detectable_effect(0.0155, n - 1)
+    assert experiments.pairs_needed(0.0, 0.01) == 2
+    with pytest.raises(ValueError, match="target must be a positive effect"):
+        experiments.pairs_needed(0.01, 0.0)
+    with pytest.raises(ValueError, match="100,000 pairs"):
+        experiments.pairs_needed(10.0, 1e-4)
+
+
+def test_holm_steps_down_and_stops_at_the_first_failure():
+    # sorted: 0.001 < 0.05/3, 0.02 < 0.05/2, 0.04 < 0.05: all reject, in the given order
+    assert experiments.holm([0.04, 0.001, 0.02]) == [True, True, True]
+    # 0.03 > 0.05/2 stops the procedure: 0.04 is not rejected although it is below 0.05
+    assert experiments.holm([0.001, 0.03, 0.04]) == [True, False, False]
+    assert experiments.holm([0.2]) == [False] and experiments.holm([]) == []
+
+
+def test_contrast_sd_is_the_spread_of_the_differences():
+    c = paired_contrast("silu", [1.0, 2.0, 4.0], [0.0, 0.5, 1.0], 0.05, 0.8)
+    assert c.sd == pytest.approx(float(np.std([1.0, 1.5, 3.0], ddof=1)))
+
+
 def test_each_kind_can_have_a_grid_of_its_own(small_text):
     """A follow-up gives every kind the rate an earlier run chose for it: a mapping ``lrs``.
     One rate per kind means no selection; the runs equal those of a shared grid at that rate."""

@@ -106,24 +106,14 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     if name == "symmetry_contrast_silu_powered":  # sized from the main run's spread: MDE 0.01
         main = experiments.load_shipped("symmetry_contrast").contrast
         (silu,) = [c for c in main.contrasts if c.act == "silu"]
-        sd = silu.se * silu.n**0.5
-        needed = next(
-            n for n in range(2, 1000) if experiments.minimum_detectable_effect(sd, n) < 0.01
-        )
+        needed = experiments.pairs_needed(silu.sd, 0.01)
         assert acts == ["silu"] and len(r.design["test_seeds"]) == needed and dose is None
         assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
         assert r.chosen_lr["silu gated"] == main.chosen_lr["silu gated"]
         return
     if name == "symmetry_contrast_powered":  # every σ, sized by the largest need, own rates
         main = experiments.load_shipped("symmetry_contrast").contrast
-        needed = [
-            next(
-                n
-                for n in range(2, 1000)
-                if experiments.minimum_detectable_effect(c.se * c.n**0.5, n) < 0.01
-            )
-            for c in main.contrasts
-        ]
+        needed = [experiments.pairs_needed(c.sd, 0.01) for c in main.contrasts]
         assert acts == list(experiments.CONTRASTS) and dose is None
         assert len(r.design["test_seeds"]) == max(needed)
         assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
@@ -142,15 +132,7 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     ):  # 3× the steps, each kind at its chosen rate
         powered = experiments.load_shipped("symmetry_contrast_powered").contrast
         long = experiments.load_shipped("symmetry_contrast_long").contrast
-        needed = max(
-            next(
-                n
-                for n in range(2, 1000)
-                if experiments.minimum_detectable_effect(c.se * c.n**0.5, n) < 0.01
-            )
-            for c in long.contrasts
-            if c.act in acts
-        )
+        needed = max(experiments.pairs_needed(c.sd, 0.01) for c in long.contrasts if c.act in acts)
         seeds = r.design["test_seeds"]
         assert dose is None and "--rates-from" in provenance["command"]
         assert r.design["steps"] == long.design["steps"] == 3 * powered.design["steps"]

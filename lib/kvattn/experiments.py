@@ -66,6 +66,11 @@ class Contrast:
     n: int
     mde: float  # minimum detectable effect at the design's alpha and power
 
+    @property
+    def sd(self) -> float:
+        """The standard deviation of the paired differences, se · √n (nats/token)."""
+        return self.se * math.sqrt(self.n)
+
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """The two-sided Student-t confidence interval of the mean difference at ``level``
         (nats/token). Raises ``ValueError`` unless 0 < level < 1."""
@@ -141,6 +146,44 @@ def minimum_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: flo
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
     dof = n - 1
     return float((stats.t.ppf(1 - alpha / 2, dof) + stats.t.ppf(power, dof)) * sd / math.sqrt(n))
+
+
+def pairs_needed(sd: float, target: float, alpha: float = 0.05, power: float = 0.8) -> int:
+    """The fewest pairs whose :func:`minimum_detectable_effect` falls below ``target`` for paired
+    differences of standard deviation ``sd`` (how a follow-up is sized from an earlier run's
+    spread).
+
+    Raises
+    ------
+    ValueError
+        ``target`` not positive, bad ``sd``/``alpha``/``power`` (as
+        :func:`minimum_detectable_effect`), or no design of up to 100,000 pairs reaches it.
+    """
+    if not target > 0:
+        raise ValueError(f"target must be a positive effect, got {target!r}")
+
+    def enough(n: int) -> bool:
+        return minimum_detectable_effect(sd, n, alpha, power) < target
+
+    low, high = 1, 100_000  # the MDE falls with n, so bisect: enough(high), not enough(low)
+    if not enough(high):
+        raise ValueError(f"even 100,000 pairs leave the MDE above {target} at sd {sd}")
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down correction: which of the tests reject at family-wise level ``alpha``
+    (in the order given). The k-th smallest p must lie below alpha / (m − k + 1), and testing
+    stops at the first that does not (Holm 1979)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    reject, holds = [False] * len(p_values), True
+    for rank, i in enumerate(order):
+        holds = holds and p_values[i] < alpha / (len(p_values) - rank)
+        reject[i] = holds
+    return reject
 
 
 def paired_contrast(
