@@ -72,6 +72,7 @@ def test_shipped_rejects_bad_names():
         "symmetry_contrast_powered",
         "symmetry_contrast_silu_long",
         "symmetry_contrast_gelu_relu_long",
+        "symmetry_contrast_silu_12000",
     ],
 )
 def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompute(name):
@@ -140,6 +141,18 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
         assert r.design["select_seeds"] == [] and all(sel == {} for sel in r.selection.values())
         assert len(seeds) == needed and seeds == powered.design["test_seeds"][:needed]
         return
+    if name == "symmetry_contrast_silu_12000":  # the horizon length, sized from the 3× spread
+        powered = experiments.load_shipped("symmetry_contrast_powered").contrast
+        horizon = experiments.load_shipped("symmetry_contrast_horizon").contrast
+        (silu_3x,) = experiments.load_shipped("symmetry_contrast_silu_long").contrast.contrasts
+        needed = experiments.pairs_needed(silu_3x.sd, 0.01)
+        seeds = r.design["test_seeds"]
+        assert acts == ["silu"] and dose is None and "--rates-from" in provenance["command"]
+        assert r.design["steps"] == horizon.design["steps"]
+        assert r.design["lrs"] == {kind: [powered.chosen_lr[kind]] for kind in r.final}
+        assert r.design["select_seeds"] == [] and all(sel == {} for sel in r.selection.values())
+        assert len(seeds) == needed and seeds == powered.design["test_seeds"][:needed]
+        return
     if name == "symmetry_contrast_long":
         assert (
             dose is None
@@ -174,6 +187,32 @@ def test_shipped_horizon_run_extends_the_main_runs_seeds_without_selection():
         assert c == experiments.paired_contrast(
             c.act, r.final[f"{c.act} symmetric"], r.final[f"{c.act} gated"], 0.05, 0.8
         )
+
+
+def test_shipped_rate_check_rechooses_silu_rates_at_three_times_the_length():
+    """Chapter 5's check of the kept rates: SiLU's kinds choose again at the 3× length on the
+    confirmatory run's selection seeds, from a grid that holds the rates they kept; the choice is
+    the grid's best, and a kind whose choice is unchanged reproduces the shipped 3× runs exactly."""
+    from kvattn import experiments
+
+    run = experiments.load_shipped("symmetry_contrast_silu_rates_3000")
+    r = run.contrast
+    powered = experiments.load_shipped("symmetry_contrast_powered").contrast
+    silu_3x = experiments.load_shipped("symmetry_contrast_silu_long").contrast
+    assert run.provenance["command"].startswith("python tools/run_symmetry_contrast.py")
+    assert run.dose_response is None and [c.act for c in r.contrasts] == ["silu"]
+    assert r.design["steps"] == silu_3x.design["steps"]
+    assert r.design["select_seeds"] == powered.design["select_seeds"]
+    assert r.design["test_seeds"] == silu_3x.design["test_seeds"][:2]
+    assert r.lr_at_edge == []
+    kept = {kind: powered.chosen_lr[kind] for kind in r.final}
+    assert all(lr in r.design["lrs"] for lr in kept.values())
+    for kind, by_rate in r.selection.items():
+        assert list(by_rate) == [f"{lr:g}" for lr in r.design["lrs"]]
+        means = {lr: sum(v) / len(v) for lr, v in by_rate.items()}
+        assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get)
+        if r.chosen_lr[kind] == kept[kind]:  # seeded, one thread: bit for bit the shipped runs
+            assert r.final[kind] == silu_3x.final[kind][:2]
 
 
 def test_load_shipped_names_a_missing_key(tmp_path, monkeypatch):
