@@ -63,6 +63,16 @@ def test_shipped_rejects_bad_names():
         shipped("nonexistent")
 
 
+def _assert_each_kind_chose_the_grids_best(r) -> None:
+    """Every kind ran every rate of the shared grid, in order, on every selection seed, and kept
+    the rate with the lowest mean final loss."""
+    for kind, by_rate in r.selection.items():
+        assert list(by_rate) == [f"{lr:g}" for lr in r.design["lrs"]]
+        assert all(len(v) == len(r.design["select_seeds"]) for v in by_rate.values())
+        means = {lr: sum(v) / len(v) for lr, v in by_rate.items()}
+        assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get), kind
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -120,35 +130,28 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
         assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
         assert len(r.design["select_seeds"]) >= 2 and len(r.design["lrs"]) >= 5
         assert main.chosen_lr["silu gated"] in r.design["lrs"]  # the grid is centred on it
-        for kind, by_rate in r.selection.items():
-            means = {lr: sum(v) / len(v) for lr, v in by_rate.items()}
-            assert all(len(v) == len(r.design["select_seeds"]) for v in by_rate.values())
-            assert list(by_rate) == [f"{lr:g}" for lr in r.design["lrs"]]
-            assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get)
+        _assert_each_kind_chose_the_grids_best(r)
         assert r.lr_at_edge == []  # the grid brackets every kind's choice
         return
     if name in (
         "symmetry_contrast_silu_long",
         "symmetry_contrast_gelu_relu_long",
-    ):  # 3× the steps, each kind at its chosen rate
+        "symmetry_contrast_silu_12000",
+    ):  # follow-ups: each kind at its confirmatory rate, sized from the previous length's spread
         powered = experiments.load_shipped("symmetry_contrast_powered").contrast
-        long = experiments.load_shipped("symmetry_contrast_long").contrast
-        needed = max(experiments.pairs_needed(c.sd, 0.01) for c in long.contrasts if c.act in acts)
+        if name == "symmetry_contrast_silu_12000":  # the horizon length, after the 3× run
+            assert acts == ["silu"]
+            sized_by = experiments.load_shipped("symmetry_contrast_silu_long").contrast
+            steps = experiments.load_shipped("symmetry_contrast_horizon").contrast.design["steps"]
+        else:  # 3× the steps, after the first 3× run
+            sized_by = experiments.load_shipped("symmetry_contrast_long").contrast
+            steps = sized_by.design["steps"]
+            assert steps == 3 * powered.design["steps"]
+        spread = [c.sd for c in sized_by.contrasts if c.act in acts]
+        needed = max(experiments.pairs_needed(sd, 0.01) for sd in spread)
         seeds = r.design["test_seeds"]
         assert dose is None and "--rates-from" in provenance["command"]
-        assert r.design["steps"] == long.design["steps"] == 3 * powered.design["steps"]
-        assert r.design["lrs"] == {kind: [powered.chosen_lr[kind]] for kind in r.final}
-        assert r.design["select_seeds"] == [] and all(sel == {} for sel in r.selection.values())
-        assert len(seeds) == needed and seeds == powered.design["test_seeds"][:needed]
-        return
-    if name == "symmetry_contrast_silu_12000":  # the horizon length, sized from the 3× spread
-        powered = experiments.load_shipped("symmetry_contrast_powered").contrast
-        horizon = experiments.load_shipped("symmetry_contrast_horizon").contrast
-        (silu_3x,) = experiments.load_shipped("symmetry_contrast_silu_long").contrast.contrasts
-        needed = experiments.pairs_needed(silu_3x.sd, 0.01)
-        seeds = r.design["test_seeds"]
-        assert acts == ["silu"] and dose is None and "--rates-from" in provenance["command"]
-        assert r.design["steps"] == horizon.design["steps"]
+        assert r.design["steps"] == steps
         assert r.design["lrs"] == {kind: [powered.chosen_lr[kind]] for kind in r.final}
         assert r.design["select_seeds"] == [] and all(sel == {} for sel in r.selection.values())
         assert len(seeds) == needed and seeds == powered.design["test_seeds"][:needed]
@@ -207,10 +210,8 @@ def test_shipped_rate_check_rechooses_silu_rates_at_three_times_the_length():
     assert r.lr_at_edge == []
     kept = {kind: powered.chosen_lr[kind] for kind in r.final}
     assert all(lr in r.design["lrs"] for lr in kept.values())
-    for kind, by_rate in r.selection.items():
-        assert list(by_rate) == [f"{lr:g}" for lr in r.design["lrs"]]
-        means = {lr: sum(v) / len(v) for lr, v in by_rate.items()}
-        assert f"{r.chosen_lr[kind]:g}" == min(means, key=means.get)
+    _assert_each_kind_chose_the_grids_best(r)
+    for kind in r.final:
         if r.chosen_lr[kind] == kept[kind]:  # seeded, one thread: bit for bit the shipped runs
             assert r.final[kind] == silu_3x.final[kind][:2]
 
