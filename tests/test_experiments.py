@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from kvattn import experiments
 from kvattn.experiments import minimum_detectable_effect, paired_contrast
@@ -211,3 +212,21 @@ def test_contrast_interval_is_the_t_interval_and_matches_the_p_value():
     assert min(abs(x) for x in c.interval(1 - c.p)) == pytest.approx(0, abs=1e-12)
     with pytest.raises(ValueError, match="level must lie in"):
         c.interval(1.0)
+
+
+def test_equivalence_p_is_the_larger_one_sided_t_test_and_matches_the_interval():
+    sym, gated = [3.0, 3.1, 3.3, 3.2, 3.05], [2.9, 3.05, 3.1, 3.2, 3.0]
+    c = paired_contrast("silu", sym, gated, 0.05, 0.8)
+    d = np.array(sym) - np.array(gated)
+    for margin in (0.05, 0.12, 0.2):
+        above = stats.ttest_1samp(d, -margin, alternative="greater").pvalue
+        below = stats.ttest_1samp(d, margin, alternative="less").pvalue
+        assert c.equivalence_p(margin) == pytest.approx(max(above, below), rel=1e-9)
+    # duality: p < alpha exactly when the 1 − 2·alpha interval lies inside ±margin; here the
+    # mean 0.08 lies inside ±0.12 and ±0.2 but the interval only inside ±0.2
+    lo, hi = c.interval(0.90)
+    assert c.equivalence_p(0.12) > 0.05 and not (-0.12 < lo and hi < 0.12)
+    assert c.equivalence_p(0.2) < 0.05 and -0.2 < lo and hi < 0.2
+    assert c.equivalence_p(0.05) > 0.5  # the mean lies outside the margin
+    with pytest.raises(ValueError, match="margin must be a positive finite number"):
+        c.equivalence_p(0.0)

@@ -79,6 +79,20 @@ class Contrast:
         half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.se
         return self.mean - half, self.mean + half
 
+    def equivalence_p(self, margin: float) -> float:
+        """The p-value of the two one-sided tests (TOST, Schuirmann 1987) that the mean difference
+        lies inside (−``margin``, +``margin``) nats/token: the larger of the one-sided paired
+        t-test p-values against −margin and against +margin. Below alpha exactly when the
+        1 − 2·alpha interval lies inside ±margin; a small value supports "no difference as large
+        as margin". Raises ``ValueError`` unless margin is a positive finite number."""
+        if not (math.isfinite(margin) and margin > 0):
+            raise ValueError(f"margin must be a positive finite number, got {margin!r}")
+        if self.se == 0:
+            return 0.0 if abs(self.mean) < margin else 1.0
+        above = stats.t.sf((self.mean + margin) / self.se, self.n - 1)  # H0: mean <= -margin
+        below = stats.t.cdf((self.mean - margin) / self.se, self.n - 1)  # H0: mean >= +margin
+        return float(max(above, below))
+
 
 @dataclass
 class ContrastResult:
