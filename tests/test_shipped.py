@@ -96,6 +96,8 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     shipped_run = experiments.load_shipped(name)
     r, dose, provenance = shipped_run.contrast, shipped_run.dose_response, shipped_run.provenance
     assert provenance["command"].startswith("python tools/run_symmetry_contrast.py")
+    assert shipped_run.command.endswith(f" --out data/experiments/{name}.json")
+    assert shipped_run.command.count("--out") == 1
     assert len(r.design["test_seeds"]) >= 8 and not set(r.design["test_seeds"]) & set(
         r.design["select_seeds"]
     )
@@ -279,3 +281,22 @@ def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
         assert len(gain) == layers and all(len(row) == heads and min(row) > 0 for row in gain)
     assert record["row_map_gain"]["collapse_below"] == hunt.ROW_MAP_COLLAPSE_BELOW
     assert len(record["val_loss"]) >= 2 and record["wall_s"] > 0
+
+
+def test_shipped_command_points_its_out_at_the_shipped_file():
+    """A run that wrote to a scratch path and a run with no --out both print the command that
+    remakes the shipped file; every other argument is kept as it was run."""
+    from kvattn import experiments
+
+    moved = experiments.load_shipped("symmetry_contrast_silu_12000")
+    assert "--out /tmp/dev/symmetry_contrast_silu_12000.json" in moved.provenance["command"]
+    assert moved.command == (
+        "python tools/run_symmetry_contrast.py --workers 2 --acts silu --no-references --betas "
+        "--steps 12000 --rates-from symmetry_contrast_powered --test-seeds 15 --first-test-seed 8 "
+        "--out data/experiments/symmetry_contrast_silu_12000.json"
+    )
+    pilot = experiments.load_shipped("symmetry_contrast_pilot")
+    assert "--out" not in pilot.provenance["command"]
+    assert pilot.command == pilot.provenance["command"] + (
+        " --out data/experiments/symmetry_contrast_pilot.json"
+    )

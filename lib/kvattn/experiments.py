@@ -475,13 +475,25 @@ def _check_keys(cls: type, d: dict) -> None:
 
 @dataclass
 class ShippedExperiment:
-    """Chapter 5's experiments as shipped in ``data/experiments/``: the contrast, the
+    """Chapter 5's experiments as shipped in ``data/experiments/<name>.json``: the contrast, the
     dose-response (``None`` if the run had no SiLU kinds) and how they were made (``provenance``:
-    torch, device, corpus, seconds, command)."""
+    torch, device, corpus, seconds, and the command as it was run)."""
 
+    name: str
     contrast: ContrastResult
     dose_response: DoseResponse | None
     provenance: dict
+
+    @property
+    def command(self) -> str:
+        """The command that remakes this file where the book reads it: the recorded command with
+        its ``--out`` (if any) set to ``data/experiments/<name>.json``. Some runs wrote elsewhere
+        first and were copied in; where a run writes does not change what it computes."""
+        words = self.provenance["command"].split()
+        if "--out" in words:
+            at = words.index("--out")
+            del words[at : at + 2]
+        return " ".join([*words, "--out", f"data/experiments/{self.name}.json"])
 
 
 def load_shipped(name: str = "symmetry_contrast") -> ShippedExperiment:
@@ -504,6 +516,7 @@ def load_shipped(name: str = "symmetry_contrast") -> ShippedExperiment:
     if not isinstance(provenance, dict):
         raise ValueError(f"data/experiments/{name}.json has no provenance object")
     return ShippedExperiment(
+        name,
         ContrastResult.from_dict(raw),
         DoseResponse.from_dict(dose) if dose is not None else None,
         provenance,
