@@ -141,9 +141,10 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
         "symmetry_contrast_silu_12000",
     ):  # follow-ups: each kind at its confirmatory rate, sized from the previous length's spread
         powered = experiments.load_shipped("symmetry_contrast_powered").contrast
-        if name == "symmetry_contrast_silu_12000":  # the horizon length, after the 3× run
-            assert acts == ["silu"]
-            sized_by = experiments.load_shipped("symmetry_contrast_silu_long").contrast
+        if name.endswith("_12000"):  # the horizon length, one σ, after its 3× run
+            assert len(acts) == 1
+            three_x = "silu_long" if acts == ["silu"] else "gelu_relu_long"
+            sized_by = experiments.load_shipped(f"symmetry_contrast_{three_x}").contrast
             steps = experiments.load_shipped("symmetry_contrast_horizon").contrast.design["steps"]
         else:  # 3× the steps, after the first 3× run
             sized_by = experiments.load_shipped("symmetry_contrast_long").contrast
@@ -218,6 +219,32 @@ def test_shipped_rate_check_rechooses_silu_rates_at_three_times_the_length():
             assert r.final[kind] == silu_3x.final[kind][:2]
 
 
+def test_shipped_rerun_at_the_rechosen_rates_repeats_the_3x_silu_test():
+    """The 3× SiLU test again, each kind at the rate the rate check chose at that length, no new
+    selection, on the 3× run's seeds (so every seed pairs with its run at the kept rates); its
+    first two seeds are the rate check's held-out seeds and reproduce them bit for bit."""
+    from kvattn import experiments
+
+    run = experiments.load_shipped("symmetry_contrast_silu_long_rechosen")
+    r = run.contrast
+    check = experiments.load_shipped("symmetry_contrast_silu_rates_3000").contrast
+    silu_3x = experiments.load_shipped("symmetry_contrast_silu_long").contrast
+    assert run.dose_response is None and [c.act for c in r.contrasts] == ["silu"]
+    assert "--rates-from symmetry_contrast_silu_rates_3000" in run.provenance["command"]
+    assert r.design["lrs"] == {kind: [check.chosen_lr[kind]] for kind in r.final}
+    assert r.chosen_lr == check.chosen_lr != silu_3x.chosen_lr
+    assert r.design["select_seeds"] == [] and all(sel == {} for sel in r.selection.values())
+    assert r.design["steps"] == silu_3x.design["steps"]
+    assert r.design["test_seeds"] == silu_3x.design["test_seeds"]
+    for kind in r.final:
+        assert r.final[kind][:2] == check.final[kind]  # seeded, one thread per run
+        assert [c[-1] for c in r.curves[kind]] == r.final[kind]
+    (c,) = r.contrasts
+    assert c == experiments.paired_contrast(
+        "silu", r.final["silu symmetric"], r.final["silu gated"], 0.05, 0.8
+    )
+
+
 def test_load_shipped_names_a_missing_key(tmp_path, monkeypatch):
     from kvattn import data, experiments
 
@@ -284,8 +311,10 @@ def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
 
 
 def test_shipped_command_points_its_out_at_the_shipped_file():
-    """A run that wrote to a scratch path and a run with no --out both print the command that
-    remakes the shipped file; every other argument is kept as it was run."""
+    """A run that wrote to a scratch path and a command with no --out both print the command
+    that remakes the shipped file; every other argument is kept as it was run."""
+    import dataclasses
+
     from kvattn import experiments
 
     moved = experiments.load_shipped("symmetry_contrast_silu_12000")
@@ -295,8 +324,10 @@ def test_shipped_command_points_its_out_at_the_shipped_file():
         "--steps 12000 --rates-from symmetry_contrast_powered --test-seeds 15 --first-test-seed 8 "
         "--out data/experiments/symmetry_contrast_silu_12000.json"
     )
-    pilot = experiments.load_shipped("symmetry_contrast_pilot")
-    assert "--out" not in pilot.provenance["command"]
-    assert pilot.command == pilot.provenance["command"] + (
-        " --out data/experiments/symmetry_contrast_pilot.json"
+    bare = dataclasses.replace(
+        moved, provenance={**moved.provenance, "command": "python tools/run_symmetry_contrast.py"}
+    )
+    assert bare.command == (
+        "python tools/run_symmetry_contrast.py "
+        "--out data/experiments/symmetry_contrast_silu_12000.json"
     )
