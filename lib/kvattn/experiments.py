@@ -487,10 +487,10 @@ class ShippedExperiment:
     @property
     def command(self) -> str:
         """The command that remakes this file where the book reads it, that is the recorded
-        command with its ``--out`` (if any) set to ``data/experiments/<name>.json``. Some runs wrote elsewhere
-        first and were copied in; where a run writes does not change what it computes. The other
-        arguments are as recorded, under the tool's defaults of the day (the pilot's have since
-        changed; ``data/README.md`` lists its full arguments)."""
+        command with its ``--out`` (if any) set to ``data/experiments/<name>.json``. Some runs
+        wrote elsewhere first and were copied in; where a run writes does not change what it
+        computes. The other arguments are as recorded, under the tool's defaults of the day (the
+        pilot's have since changed; ``data/README.md`` lists its full arguments)."""
         words = self.provenance["command"].split()
         if "--out" in words:
             at = words.index("--out")
