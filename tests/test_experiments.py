@@ -230,3 +230,11 @@ def test_equivalence_p_is_the_larger_one_sided_t_test_and_matches_the_interval()
     assert c.equivalence_p(0.05) > 0.5  # the mean lies outside the margin
     with pytest.raises(ValueError, match="margin must be a positive finite number"):
         c.equivalence_p(0.0)
+
+
+def test_holm_thresholds_step_down_from_alpha_over_m():
+    # the smallest of three p-values is held to 0.05/3, the next to 0.05/2, the largest to 0.05
+    assert experiments.holm_thresholds([0.04, 0.001, 0.02]) == pytest.approx(
+        [0.05, 0.05 / 3, 0.025]
+    )
+    assert experiments.holm_thresholds([]) == []

@@ -188,14 +188,25 @@ def pairs_needed(sd: float, target: float, alpha: float = 0.05, power: float = 0
     return high
 
 
+def holm_thresholds(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
+    """The level Holm's step-down procedure holds each p-value to (in the order given): the k-th
+    smallest of m must lie below alpha / (m − k + 1) (Holm 1979)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    limits = [0.0] * len(p_values)
+    for rank, i in enumerate(order):
+        limits[i] = alpha / (len(p_values) - rank)
+    return limits
+
+
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
     """Holm's step-down correction: which of the tests reject at family-wise level ``alpha``
-    (in the order given). The k-th smallest p must lie below alpha / (m − k + 1), and testing
-    stops at the first that does not (Holm 1979)."""
+    (in the order given). Each p must lie below its :func:`holm_thresholds` level, and testing
+    stops at the first, in increasing order of p, that does not (Holm 1979)."""
+    limits = holm_thresholds(p_values, alpha)
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     reject, holds = [False] * len(p_values), True
-    for rank, i in enumerate(order):
-        holds = holds and p_values[i] < alpha / (len(p_values) - rank)
+    for i in order:
+        holds = holds and p_values[i] < limits[i]
         reject[i] = holds
     return reject
 
