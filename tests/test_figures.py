@@ -380,3 +380,45 @@ def test_run_curves_refuse_malformed_input(kwargs, error, match):
     args = {"curves": {"a": ([1, 2], [0.5, 0.25])}, "log_y": True, **kwargs}
     with pytest.raises(error, match=match):
         figures.run_curves(**args, title="t", xaxis="x", yaxis="y")
+
+
+def test_interval_bands_shade_each_interval_in_its_series_colour():
+    """Each series is a band (upper, then lower filled to it) and a line, in the house colour;
+    the reference is a dotted line at its value."""
+    x = [1, 2, 3]
+    fig = figures.interval_bands(
+        x,
+        {"silu": ([0.0, 0.1, 0.2], [-0.1, 0.0, 0.1], [0.1, 0.2, 0.3])},
+        title="t",
+        xaxis="step",
+        yaxis="difference",
+        reference=0.05,
+    )
+    upper, lower, line = fig.data
+    assert upper.y == (0.1, 0.2, 0.3) and lower.y == (-0.1, 0.0, 0.1) and line.y == (0.0, 0.1, 0.2)
+    assert lower.fill == "tonexty" and upper.fill is None
+    assert lower.fillcolor == "rgba(213, 94, 0, 0.2)" and line.line.color == figures.COLORS["silu"]
+    assert not upper.showlegend and not lower.showlegend and line.name == "silu"
+    assert [shape.y0 for shape in fig.layout.shapes] == [0.05]
+    assert fig.layout.shapes[0].line.dash == "dot"
+    no_line = figures.interval_bands(
+        x, {"other": (x, x, x)}, title="t", xaxis="x", yaxis="y", reference=None
+    )
+    assert no_line.layout.shapes == () and no_line.data[2].line.color == "#0072B2"
+
+
+@pytest.mark.parametrize(
+    "series, kwargs, error, match",
+    [
+        ({}, {}, ValueError, "series is empty"),
+        ({"a": ([0.0], [0.0])}, {}, TypeError, "center, lower, upper"),
+        ({"a": ([0.0, 0.0], [0.0], [0.0])}, {}, ValueError, "center has 2 values, expected 1"),
+        ({"a": ([0.0], [0.1], [0.2])}, {}, ValueError, "outside its interval"),
+        ({"a": ([0.0], [-0.1], [math.nan])}, {}, ValueError, "upper must be finite"),
+        ({"a": ([0.0], [0.0], [0.0])}, {"reference": math.inf}, ValueError, "reference"),
+        ({"a": ([0.0], [0.0], [0.0])}, {"reference": "0"}, TypeError, "reference"),
+    ],
+)
+def test_interval_bands_refuse_bad_series(series, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        figures.interval_bands([1.0], series, title="t", xaxis="x", yaxis="y", **kwargs)

@@ -713,6 +713,83 @@ def points_with_errors(
     return fig
 
 
+def interval_bands(
+    x: Sequence[float] | torch.Tensor,
+    series: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    reference: float | None = 0.0,
+    height: int = 400,
+) -> go.Figure:
+    """One line per entry of ``series`` against the shared ``x``, inside a shaded interval: a
+    paired difference along training with its confidence interval, say.
+
+    ``series``: name → ``(center, lower, upper)``, three sequences of ``len(x)`` values with
+    ``lower ≤ center ≤ upper``; each takes the house colour of its name. ``reference`` draws a
+    dotted horizontal line (``None``: none), such as the zero of a difference.
+
+    Raises
+    ------
+    TypeError
+        ``series`` is not a mapping of triples, or ``reference`` is not a number.
+    ValueError
+        No series, a sequence whose length differs from ``x``'s, a value that is not finite, a
+        center outside its interval, an infinite reference, or ``height`` < 1.
+    """
+    xs = _require_array("x", x, 1)
+    _require_items("series", series, container=Mapping)
+    _require_number("height", height, 1, integer=True)
+    if reference is not None:
+        biggest = float(np.finfo(float).max)  # refuses ±inf
+        _require_number("reference", reference, -biggest, biggest)
+    fig = go.Figure()
+    for name, triple in series.items():
+        if not isinstance(triple, tuple | list) or len(triple) != 3:
+            raise TypeError(f"series[{name!r}] must be (center, lower, upper), got {triple!r:.80}")
+        center, lower, upper = (
+            _require_array(f"series[{name!r}] {part}", values, xs.shape, "one value per x")
+            for part, values in zip(("center", "lower", "upper"), triple, strict=True)
+        )
+        outside = (lower > center) | (center > upper)
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise ValueError(
+                f"series[{name!r}] center {center[i]} lies outside its interval "
+                f"[{lower[i]}, {upper[i]}] at index {i}"
+            )
+        rgb = (color(name) or "#0072B2").lstrip("#")
+        shade = "rgba({}, {}, {}, 0.2)".format(*(int(rgb[j : j + 2], 16) for j in (0, 2, 4)))
+        band = dict(mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False)
+        fig.add_trace(go.Scatter(x=_round(xs), y=_round(upper, 5), legendgroup=name, **band))
+        fig.add_trace(
+            go.Scatter(
+                x=_round(xs),
+                y=_round(lower, 5),
+                fill="tonexty",
+                fillcolor=shade,
+                legendgroup=name,
+                **band,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=_round(xs),
+                y=_round(center, 5),
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                marker=dict(size=4),
+                line=dict(color="#" + rgb),
+            )
+        )
+    if reference is not None:
+        fig.add_hline(y=float(reference), line_dash="dot", line_color="#777777")
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
+    return fig
+
+
 def dose_response(
     betas: Sequence[float],
     violation: Sequence[Sequence[float]],
