@@ -84,6 +84,7 @@ def _assert_each_kind_chose_the_grids_best(r) -> None:
         "symmetry_contrast_gelu_relu_long",
         "symmetry_contrast_silu_12000",
         "symmetry_contrast_gelu_12000",
+        "symmetry_contrast_relu_12000",
     ],
 )
 def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompute(name):
@@ -141,6 +142,7 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
         "symmetry_contrast_gelu_relu_long",
         "symmetry_contrast_silu_12000",
         "symmetry_contrast_gelu_12000",
+        "symmetry_contrast_relu_12000",
     ):  # follow-ups: each kind at its confirmatory rate, sized from the previous length's spread
         powered = experiments.load_shipped("symmetry_contrast_powered").contrast
         if name.endswith("_12000"):  # the horizon length, one σ, after its 3× run
