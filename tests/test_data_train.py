@@ -354,6 +354,41 @@ def test_lr_multiplier_schedule_endpoints():
     assert lr_multiplier(70, 100, 10, "constant", 0.1) == 1.0
 
 
+def test_the_course_adamw_is_bit_for_bit_the_loop_implementation():
+    """train.adamw uses the foreach kernels; on a PLDR-LLM (many small parameter tensors) with
+    weight decay, a warm-up and gradient clipping, five steps leave every weight bit for bit
+    where PyTorch's per-tensor loop puts it, so shipped runs made with the loop reproduce."""
+    from kvattn.benchmark import CONFIGS
+    from kvattn.pldr import PLDRLLM, PLDRConfig
+
+    torch.manual_seed(0)
+    base = PLDRLLM(PLDRConfig(**{**CONFIGS["tiny"], "num_hidden_layers": 1}))
+    ids = torch.randint(0, base.config.vocab_size, (2, 33))
+    hyper = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
+    weights = []
+    for make in (
+        lambda ps: train.adamw(ps, **hyper),
+        lambda ps: torch.optim.AdamW(ps, **hyper, foreach=False),
+    ):
+        model = PLDRLLM(base.config)
+        model.load_state_dict(base.state_dict())
+        opt = make(list(model.parameters()))
+        for step in range(5):
+            for group in opt.param_groups:
+                group["lr"] = hyper["lr"] * (step + 1) / 5
+            loss = train.lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+        weights.append([p.detach().clone() for p in model.parameters()])
+    assert opt.param_groups[0]["foreach"] is False
+    moved = [not torch.equal(a, b) for a, b in zip(weights[0], base.parameters(), strict=True)]
+    assert all(moved)  # every tensor took part
+    assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
+    assert train.adamw(list(base.parameters()), lr=1.0).param_groups[0]["foreach"] is True
+
+
 def test_train_applies_the_schedule():
     """With SGD on loss = Σp (gradient 1), step s moves p by exactly lr·lr_multiplier(s)."""
     p = nn.Parameter(torch.zeros((), dtype=torch.float64))

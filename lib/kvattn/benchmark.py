@@ -68,7 +68,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from .pldr import GPT, PLDRLLM, PUBLISHED_110M, PLDRConfig
-from .train import default_autocast, lm_cross_entropy
+from .train import adamw, default_autocast, lm_cross_entropy
 
 CONFIGS = {
     "tiny": dict(
@@ -365,7 +365,7 @@ def _header(name: str, cfg: PLDRConfig, device: torch.device, models: dict, dtyp
 def _train_step(model, ids: torch.Tensor, device: torch.device, autocast, compiled: bool):
     """One training step of ``model`` on ``ids`` as a function of no arguments."""
     forward = torch.compile(model) if compiled else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = adamw(list(model.parameters()), lr=1e-4)  # the optimiser training uses
 
     def step():
         with torch.autocast(**_autocast(device, autocast)):
