@@ -744,6 +744,7 @@ def interval_bands(
     if reference is not None:
         biggest = float(np.finfo(float).max)  # refuses ±inf
         _require_number("reference", reference, -biggest, biggest)
+    x = _round(xs)
     fig = go.Figure()
     for name, triple in series.items():
         if not isinstance(triple, tuple | list) or len(triple) != 3:
@@ -761,21 +762,22 @@ def interval_bands(
             )
         rgb = (color(name) or "#0072B2").lstrip("#")
         shade = "rgba({}, {}, {}, 0.2)".format(*(int(rgb[j : j + 2], 16) for j in (0, 2, 4)))
-        band = dict(mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False)
-        fig.add_trace(go.Scatter(x=_round(xs), y=_round(upper, 5), legendgroup=name, **band))
-        fig.add_trace(
-            go.Scatter(
-                x=_round(xs),
-                y=_round(lower, 5),
-                fill="tonexty",
-                fillcolor=shade,
-                legendgroup=name,
-                **band,
+        for edge, fill in ((upper, {}), (lower, dict(fill="tonexty", fillcolor=shade))):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_round(edge, 5),
+                    mode="lines",
+                    line=dict(width=0),
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=name,
+                    **fill,
+                )
             )
-        )
         fig.add_trace(
             go.Scatter(
-                x=_round(xs),
+                x=x,
                 y=_round(center, 5),
                 mode="lines+markers",
                 name=name,
