@@ -354,39 +354,55 @@ def test_lr_multiplier_schedule_endpoints():
     assert lr_multiplier(70, 100, 10, "constant", 0.1) == 1.0
 
 
-def test_the_course_adamw_is_bit_for_bit_the_loop_implementation():
-    """train.adamw uses the foreach kernels; on a PLDR-LLM (many small parameter tensors) with
-    weight decay, a warm-up and gradient clipping, five steps leave every weight bit for bit
-    where PyTorch's per-tensor loop puts it, so shipped runs made with the loop reproduce."""
+ADAMW_HYPER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
+
+
+def _five_adamw_steps(make) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.optim.Optimizer]:
+    """The initial and final weights of a one-layer tiny PLDR-LLM (many small parameter
+    tensors) after five AdamW steps from ``make(params)`` with weight decay, a warm-up and
+    gradient clipping, and the optimiser."""
     from kvattn.benchmark import CONFIGS
     from kvattn.pldr import PLDRLLM, PLDRConfig
 
     torch.manual_seed(0)
-    base = PLDRLLM(PLDRConfig(**{**CONFIGS["tiny"], "num_hidden_layers": 1}))
-    ids = torch.randint(0, base.config.vocab_size, (2, 33))
-    hyper = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
-    weights = []
-    for make in (
-        lambda ps: train.adamw(ps, **hyper),
-        lambda ps: torch.optim.AdamW(ps, **hyper, foreach=False),
-    ):
-        model = PLDRLLM(base.config)
-        model.load_state_dict(base.state_dict())
-        opt = make(list(model.parameters()))
-        for step in range(5):
-            for group in opt.param_groups:
-                group["lr"] = hyper["lr"] * (step + 1) / 5
-            loss = train.lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-            opt.step()
-        weights.append([p.detach().clone() for p in model.parameters()])
+    model = PLDRLLM(PLDRConfig(**{**CONFIGS["tiny"], "num_hidden_layers": 1}))
+    ids = torch.randint(0, model.config.vocab_size, (2, 33))
+    start = [p.detach().clone() for p in model.parameters()]
+    opt = make(list(model.parameters()))
+    for step in range(5):
+        for group in opt.param_groups:
+            group["lr"] = ADAMW_HYPER["lr"] * (step + 1) / 5
+        loss = train.lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+    return start, [p.detach().clone() for p in model.parameters()], opt
+
+
+def test_the_course_adamw_is_bit_for_bit_the_loop_implementation():
+    """train.adamw uses the foreach kernels; five steps leave every weight bit for bit where
+    PyTorch's per-tensor loop puts it, so shipped runs made with the loop reproduce."""
+    start, ours, opt = _five_adamw_steps(lambda ps: train.adamw(ps, **ADAMW_HYPER))
+    assert opt.param_groups[0]["foreach"] is True
+    _, loop, opt = _five_adamw_steps(lambda ps: torch.optim.AdamW(ps, **ADAMW_HYPER, foreach=False))
     assert opt.param_groups[0]["foreach"] is False
-    moved = [not torch.equal(a, b) for a, b in zip(weights[0], base.parameters(), strict=True)]
-    assert all(moved)  # every tensor took part
-    assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
-    assert train.adamw(list(base.parameters()), lr=1.0).param_groups[0]["foreach"] is True
+    assert all(not torch.equal(a, b) for a, b in zip(ours, start, strict=True))  # all took part
+    assert all(torch.equal(a, b) for a, b in zip(ours, loop, strict=True))
+
+
+def test_the_fused_adamw_agrees_with_foreach_to_float_rounding():
+    """adamw(fused=True) runs PyTorch's fused kernel: after five steps every weight is within
+    float32 rounding of foreach's, while each step moved the weights by ~lr = 1e-3, a thousand
+    times more than the tolerance."""
+    start, foreach, _ = _five_adamw_steps(lambda ps: train.adamw(ps, **ADAMW_HYPER))
+    _, fused, opt = _five_adamw_steps(lambda ps: train.adamw(ps, **ADAMW_HYPER, fused=True))
+    assert opt.param_groups[0]["fused"] is True and not opt.param_groups[0]["foreach"]
+    moved = max((a - b).abs().max().item() for a, b in zip(foreach, start, strict=True))
+    worst = max((a - b).abs().max().item() for a, b in zip(fused, foreach, strict=True))
+    assert moved > 1e-3 and worst < 1e-6, (moved, worst)
+    with pytest.raises(ValueError, match="fused must be True or False"):
+        train.adamw(start, lr=1e-3, fused=1)
 
 
 def test_train_applies_the_schedule():
@@ -477,7 +493,10 @@ def test_grad_clip_limits_the_update():
         ({"steps": 0, "lr": 0.1}, "need steps >= 1 and lr > 0"),
         ({"steps": 5, "lr": 0.0}, "need steps >= 1 and lr > 0"),
         ({"steps": 5, "lr": 0.1, "schedule": "linear"}, "schedule must be 'constant' or 'cosine'"),
-        ({"steps": 5, "lr": 0.1, "optimizer": "adam"}, "optimizer must be 'adamw' or 'sgd'"),
+        (
+            {"steps": 5, "lr": 0.1, "optimizer": "adam"},
+            "optimizer must be 'adamw', 'adamw_fused' or 'sgd'",
+        ),
         ({"steps": 5, "lr": "0.1"}, "need steps >= 1 and lr > 0, got steps=5, lr='0.1'"),
         ({"steps": 5, "lr": 0.1, "grad_clip": -1.0}, "grad_clip must be null .* got -1.0"),
         ({"steps": 5, "lr": 0.1, "clip_value": -1.0}, "clip_value must be null .* got -1.0"),

@@ -439,6 +439,36 @@ def test_non_finite_parameters_are_never_checkpointed(tmp_path, monkeypatch):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+def test_fused_adamw_follows_the_foreach_run_and_resumes_a_foreach_checkpoint(
+    tmp_path, monkeypatch
+):
+    """``fused_adamw=True`` trains the same model to float rounding (see
+    test_compiled_training_follows_the_plain_run... for why 1e-3), and a run checkpointed with
+    foreach resumes with the fused kernel."""
+    plain = pretrain(config(tmp_path / "a"), progress=False)
+    fused = pretrain(config(tmp_path / "b", fused_adamw=True), progress=False)
+    assert fused.history.loss == pytest.approx(plain.history.loss, rel=1e-3)
+    assert fused.history.loss != plain.history.loss  # another kernel, not the same one
+    original = T.lm_cross_entropy
+    calls = {"n": 0}
+
+    def interrupting(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3 + 4 + 2:  # 3 steps, 4 evaluation blocks, then 2 more steps
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(T, "lm_cross_entropy", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(tmp_path / "c"), progress=False)
+    monkeypatch.setattr(T, "lm_cross_entropy", original)
+    resumed = pretrain(config(tmp_path / "c", fused_adamw=True), resume=True, progress=False)
+    assert resumed.history.loss[:3] == plain.history.loss[:3]
+    assert resumed.history.loss == pytest.approx(plain.history.loss, rel=1e-3)
+    with pytest.raises(ValueError, match="fused_adamw must be true or false"):
+        config(tmp_path, fused_adamw=1)
+
+
 def test_resumed_optimizer_state_keeps_step_counters_on_the_cpu(tmp_path):
     """Optimizer state is read on the CPU whatever the device: load_state_dict moves the moments
     to the parameters' device and leaves the step counters on the CPU, as PyTorch expects."""

@@ -31,10 +31,10 @@ def test_shipped_checkpoint_matches_its_recipe(recipe):
     recorded = state["config"]
     # the recipe is valid for today's PretrainConfig and is exactly what was run
     # (out_dir was made absolute by tools/make_checkpoints.py, so it is compared by its end)
-    # log_every, overwrite, compile and the probes were added after the shipped runs (their
-    # defaults, 1, false, false and no probes, are what those runs did), so a recipe made before
-    # or after them is accepted
-    later = {"log_every", "overwrite", "compile", "probe_every", "probe_blocks"}
+    # log_every, overwrite, compile, the probes and fused_adamw were added after the shipped
+    # runs (their defaults, 1, false, false, no probes and false, are what those runs did), so a
+    # recipe made before or after them is accepted
+    later = {"log_every", "overwrite", "compile", "probe_every", "probe_blocks", "fused_adamw"}
     assert set(recorded) - later == {f.name for f in fields(PretrainConfig)} - later
     assert recorded["out_dir"].endswith(wanted["out_dir"])
     for key, value in wanted.items():

@@ -62,19 +62,32 @@ def adamw(
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 0.01,
+    fused: bool = False,
 ) -> torch.optim.AdamW:
-    """The course's AdamW (``torch.optim.AdamW`` with its defaults unless given), with the
-    multi-tensor (``foreach``) implementation on every device.
+    """The course's AdamW (``torch.optim.AdamW`` with its defaults unless given).
 
-    On CPU, PyTorch's default is a Python loop over the parameter tensors, whose cost grows with
-    their number: PLDR-LLM's metric learner has many small ones (111 tensors in the benchmark's
-    tiny config, against 41 for the same-size GPT). The foreach kernels do the same arithmetic in
+    By default the multi-tensor (``foreach``) implementation, on every device. On CPU,
+    PyTorch's default is a Python loop over the parameter tensors, whose cost grows with their
+    number: PLDR-LLM's metric learner has many small ones (111 tensors in the benchmark's tiny
+    config, against 41 for the same-size GPT). The foreach kernels do the same arithmetic in
     the same order, so a run gives bit for bit the losses and weights of the loop (a test checks
-    it); on CUDA foreach is already PyTorch's default.
+    it); on CUDA foreach is already PyTorch's default. Every shipped run used it.
+
+    ``fused=True`` takes PyTorch's fused kernel instead (one pass over each tensor, on CPU and
+    CUDA), faster than foreach when there are many small tensors (``python -m kvattn.benchmark
+    --fused-adamw`` measures the training step with it). It computes the same update in another
+    order, so weights agree with foreach's to float rounding only (a test bounds the
+    difference) and a run does not reproduce a foreach run bit for bit.
+
+    Raises
+    ------
+    ValueError
+        ``fused`` is not a bool.
     """
-    return torch.optim.AdamW(
-        params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=True
-    )
+    if not isinstance(fused, bool):
+        raise ValueError(f"fused must be True or False, got {fused!r}")
+    kind = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, **kind)
 
 
 def lr_multiplier(step: int, steps: int, warmup: int, schedule: str, min_ratio: float) -> float:
@@ -125,8 +138,10 @@ def train(
         Called with the step index; returns the scalar loss to minimise (it draws its batch, so
         a loss_fn that derives the batch from the step makes runs resumable).
     optimizer:
-        ``"adamw"`` (with ``betas``, ``eps``) or ``"sgd"`` (plain gradient descent: no momentum,
-        so the conservation laws of gradient flow hold up to O(lr²)).
+        ``"adamw"`` (with ``betas``, ``eps``; :func:`adamw`), ``"adamw_fused"`` (the same with
+        PyTorch's fused kernel: faster, equal to float rounding only, see :func:`adamw`) or
+        ``"sgd"`` (plain gradient descent: no momentum, so the conservation laws of gradient flow
+        hold up to O(lr²)).
     schedule, warmup, min_lr_ratio:
         See :func:`lr_multiplier`; the learning rate is set before every step.
     grad_clip, clip_value:
@@ -185,19 +200,24 @@ def train(
     if not 0 <= start_step <= steps:
         raise ValueError(f"start_step must lie in [0, {steps}], got {start_step}")
     params = [p for p in model.parameters() if p.requires_grad]
-    if optimizer == "adamw":
+    if optimizer in ("adamw", "adamw_fused"):
+        fused = optimizer == "adamw_fused"
         opt: torch.optim.Optimizer = adamw(
-            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay
+            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused
         )
     elif optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     else:
-        raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {optimizer!r}")
+        raise ValueError(f"optimizer must be 'adamw', 'adamw_fused' or 'sgd', got {optimizer!r}")
     if optimizer_state is not None:
         opt.load_state_dict(optimizer_state)
-        if optimizer == "adamw":  # a state saved by the loop implementation keeps its choice
+        if optimizer != "sgd":  # a loaded state carries the kernel choice it was saved with
             for group in opt.param_groups:
-                group["foreach"] = True
+                group["foreach"], group["fused"] = not fused, fused
+                for param in group["params"] if fused else ():
+                    state = opt.state.get(param, {})
+                    if "step" in state:  # the fused kernel wants its step count beside the param
+                        state["step"] = state["step"].to(param.device, torch.float32)
     history = history if history is not None else History()
     device_type = params[0].device.type if params else "cpu"
 
@@ -517,6 +537,13 @@ class PretrainConfig:
             "evaluation, checkpoints and the results use the plain model)"
         ),
     )
+    fused_adamw: bool = field(
+        default=False,
+        metadata=_help(
+            "PyTorch's fused AdamW kernel instead of foreach (faster with many small tensors; "
+            "equal to float rounding, so not a bit-for-bit repeat of a foreach run)"
+        ),
+    )
     probe_every: int | None = field(
         default=None,
         metadata=_help(
@@ -565,7 +592,7 @@ class PretrainConfig:
                     "no G_LM to measure; set probe_every to null"
                 )
         _check_int("probe_blocks", self.probe_blocks, low=2)
-        for name in ("overwrite", "bf16", "compile"):
+        for name in ("overwrite", "bf16", "compile", "fused_adamw"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_optimiser(
@@ -648,6 +675,7 @@ RESUMABLE_CHANGES = frozenset(
         "device",
         "bf16",
         "compile",
+        "fused_adamw",
         "eval_every",
         "checkpoint_every",
         "log_every",
@@ -1112,6 +1140,7 @@ def _pretrain(
         loss_fn,
         steps=cfg.steps,
         lr=cfg.lr,
+        optimizer="adamw_fused" if cfg.fused_adamw else "adamw",
         betas=cfg.betas,
         eps=cfg.eps,
         weight_decay=cfg.weight_decay,
