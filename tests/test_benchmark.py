@@ -141,21 +141,34 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
 def test_generation_benchmark_on_a_tiny_model_reports_every_mode():
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
     r = benchmark.bench_generate("tiny", cfg, CPU, prompt_len=8, new_tokens=4, budget_s=0.5)
-    assert set(r["generate_tokens_per_s"]) == {"pldr none", "pldr kv", "pldr kv+g", "gpt kv"}
+    assert set(r["generate_tokens_per_s"]) == {
+        "pldr none",
+        "pldr kv",
+        "pldr kv+g",
+        "gpt kv",
+        "constant-G kv",
+    }
     assert all(v > 0 for v in r["generate_tokens_per_s"].values())
-    for key in ("kvg_over_none", "kv_over_none", "pldr_kvg_over_gpt_kv"):
+    for key in (
+        "kvg_over_none",
+        "kv_over_none",
+        "pldr_kvg_over_gpt_kv",
+        "pldr_kvg_over_constant_g_kv",
+        "constant_g_kv_over_gpt_kv",
+    ):
         ratio = r[key]
         assert ratio.rounds >= 1 and ratio.q1 <= ratio.median <= ratio.q3
-        if key != "pldr_kvg_over_gpt_kv" and ratio.median < 1:
+        if key in ("kvg_over_none", "kv_over_none") and ratio.median < 1:
             assert ratio.flag is not None  # a cache slower than no cache never goes unflagged
     # peak memory off CUDA comes from TensorMemory: at least the model's own weights
     assert set(r["generate_peak_mib"]) == set(r["generate_tokens_per_s"])
     assert all(v > 0 for v in r["generate_peak_mib"].values())
     text = benchmark.report(r)
     assert "(bar >= 5x: " in text and "(bar >= 0.95x: " in text
+    assert "constant-G kv / GPT kv (floor)" in text and "PLDR kv+g / constant-G kv" in text
     json.dumps(benchmark.as_json(r))  # plain data, ready for --json
     fig = figures.benchmark_ratios([r])
-    assert len(fig.data[0].x) == 3
+    assert len(fig.data[0].x) == 4
 
 
 def test_generation_must_fit_the_positions():
@@ -257,6 +270,27 @@ def test_compiled_training_reports_compile_times(monkeypatch):
     assert set(r["compile_s"]) == {"pldr", "constant_g", "gpt"}
     assert all(v >= 0 for v in r["compile_s"].values())
     assert "train (compiled)" in benchmark.report(r) and "compile time (s)" in benchmark.report(r)
+
+
+def test_training_benchmark_can_step_with_the_fused_adamw(monkeypatch):
+    """fused_adamw=True builds every model's optimiser with the fused kernel, and the report
+    names the kernel (the default is training's foreach)."""
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    built = []
+    original = benchmark.adamw
+
+    def recording_adamw(params, lr, **kw):
+        built.append(original(params, lr, **kw))
+        return built[-1]
+
+    monkeypatch.setattr(benchmark, "adamw", recording_adamw)
+    fused = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=0.3, fused_adamw=True)
+    assert len(built) == 3 and all(o.param_groups[0]["fused"] for o in built)
+    assert fused["optimizer"] == "fused" and "AdamW fused;" in benchmark.report(fused)
+    built.clear()
+    plain = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=0.3)
+    assert len(built) == 3 and all(o.param_groups[0]["foreach"] for o in built)
+    assert plain["optimizer"] == "foreach" and "AdamW foreach;" in benchmark.report(plain)
 
 
 def test_prefix_density_costs_more_than_the_block_density():

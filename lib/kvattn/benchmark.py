@@ -5,6 +5,7 @@ mode, peak memory. Everything is measured side by side and reported as ratios wi
     python -m kvattn.benchmark --configs 110M   # the published size (on a GPU)
     python -m kvattn.benchmark --json out.json  # also write the numbers as JSON
     python -m kvattn.benchmark --compile        # also the training step under torch.compile
+    python -m kvattn.benchmark --fused-adamw    # every model steps with the fused AdamW
 
 How it measures. The variants being compared run *interleaved*: every round times each variant
 once, in an order that rotates from round to round, and each ratio is taken within a round. A
@@ -22,7 +23,8 @@ Ratios reported, per configuration:
   (many small kernels), not that there is more of it;
 * generation speed-ups of ``new_tokens`` new tokens over no cache (mode ``"none"``): the KV + G
   cache (``"kv+g"``) and the exact KV cache (``"kv"``), and the speed of PLDR-LLM with the KV + G
-  cache over GPT with its KV cache;
+  cache over GPT with its KV cache, split at the constant-G model with its KV cache (which does
+  exactly the work that the KV + G cache leaves: GPT's plus one ``q G_LM`` product per layer);
 * peak memory of each model: its own parameters and buffers plus what the measured call
   allocates on top of what was resident before it (on CUDA from the allocator's statistics,
   elsewhere by :class:`TensorMemory`, which adds up the storages of the tensors alive at once);
@@ -34,7 +36,8 @@ Ratios reported, per configuration:
 
 Each ratio with a target of the course is printed with it and whether it is met (:data:`BARS`).
 With ``compile=True`` (``--compile``) the training step is measured on ``torch.compile``-d models,
-each one's compile time reported.
+each one's compile time reported; with ``fused_adamw=True`` (``--fused-adamw``) every model steps
+with PyTorch's fused AdamW kernel instead of training's default foreach one.
 
 A ratio that cannot be right, or that did not settle, is *flagged* rather than printed as a
 result: a share outside [0, 1] (impossible); a PLDR-LLM training step, or its generation with
@@ -362,10 +365,17 @@ def _header(name: str, cfg: PLDRConfig, device: torch.device, models: dict, dtyp
     }
 
 
-def _train_step(model, ids: torch.Tensor, device: torch.device, autocast, compiled: bool):
+def _train_step(
+    model,
+    ids: torch.Tensor,
+    device: torch.device,
+    autocast,
+    compiled: bool,
+    fused_adamw: bool = False,
+):
     """One training step of ``model`` on ``ids`` as a function of no arguments."""
     forward = torch.compile(model) if compiled else model
-    opt = adamw(list(model.parameters()), lr=1e-4)  # the optimiser training uses
+    opt = adamw(list(model.parameters()), lr=1e-4, fused=fused_adamw)  # as training makes it
 
     def step():
         with torch.autocast(**_autocast(device, autocast)):
@@ -387,12 +397,15 @@ def bench_train(
     budget_s: float = 60.0,
     autocast: torch.dtype | None = None,
     compile: bool = False,
+    fused_adamw: bool = False,
 ) -> dict:
     """Training step (forward, backward, AdamW) of PLDR-LLM, its constant-G model and GPT.
 
     ``batch`` × ``seq`` random token ids per step; ``autocast`` a dtype for ``torch.autocast`` or
     ``None`` for float32 (use :func:`kvattn.train.default_autocast`, as training does);
-    ``compile`` times ``torch.compile``-d models (FLOPs and memory are those of the plain ones).
+    ``compile`` times ``torch.compile``-d models (FLOPs and memory are those of the plain ones);
+    ``fused_adamw`` steps every model with PyTorch's fused AdamW kernel instead of the course's
+    default foreach one (:func:`kvattn.train.adamw`; ``PretrainConfig(fused_adamw=True)``).
 
     Returns a dict: ``train_pldr_over_gpt`` and ``metric_learner_share`` as :class:`Ratio`, the
     median step times ``train_step_s``, FLOPs per step ``train_flops`` and their ratios,
@@ -403,14 +416,20 @@ def bench_train(
     """
     models = _models(cfg, device)
     out = _header(name, cfg, device, models, autocast)
-    out.update(batch=batch, seq=seq, compiled=compile)
+    out.update(
+        batch=batch, seq=seq, compiled=compile, optimizer="fused" if fused_adamw else "foreach"
+    )
     ids = torch.randint(4, cfg.vocab_size, (batch, seq + 1), device=device)
-    plain = {k: _train_step(m, ids, device, autocast, False) for k, m in models.items()}
+    plain = {
+        k: _train_step(m, ids, device, autocast, False, fused_adamw) for k, m in models.items()
+    }
     flops = {k: _step_flops(fn) for k, fn in plain.items()}
     steps = plain
     first_s = {}
     if compile:
-        steps = {k: _train_step(m, ids, device, autocast, True) for k, m in models.items()}
+        steps = {
+            k: _train_step(m, ids, device, autocast, True, fused_adamw) for k, m in models.items()
+        }
         for k, fn in steps.items():
             _sync(device)
             t0 = _clock()
@@ -517,14 +536,22 @@ def bench_generate(
     model: PLDRLLM | None = None,
 ) -> dict:
     """Greedy generation of ``new_tokens`` tokens after a ``prompt_len``-token random prompt, by
-    PLDR-LLM in modes ``"none"``, ``"kv"``, ``"kv+g"`` and by GPT with its KV cache.
+    PLDR-LLM in modes ``"none"``, ``"kv"``, ``"kv+g"``, by GPT with its KV cache and by the
+    constant-G model with its KV cache.
 
-    ``model`` measures a given (e.g. trained) PLDR-LLM instead of a fresh one of ``cfg``; the GPT
-    is always a fresh one of the same configuration. Returns a dict with the speed-ups
-    ``kvg_over_none``, ``kv_over_none`` and ``pldr_kvg_over_gpt_kv`` as :class:`Ratio` (as
+    The constant-G model attends with a fixed G_LM: per token it does GPT's work plus one
+    ``q G_LM`` product per layer, which is what the KV + G cache leaves of PLGA's work. So
+    ``pldr_kvg_over_constant_g_kv`` near 1 says the cache reached that minimum, and
+    ``constant_g_kv_over_gpt_kv`` is the cost of the remaining product, the floor under
+    ``pldr_kvg_over_gpt_kv``.
+
+    ``model`` measures a given (e.g. trained) PLDR-LLM instead of a fresh one of ``cfg``; GPT
+    and the constant-G model are always fresh ones of the same configuration. Returns a dict
+    with the speed-ups ``kvg_over_none``, ``kv_over_none``, ``pldr_kvg_over_gpt_kv``,
+    ``pldr_kvg_over_constant_g_kv`` and ``constant_g_kv_over_gpt_kv`` as :class:`Ratio` (as
     speed ratios: above 1 means faster; the first two from rounds of the three PLDR modes, the
-    last from rounds of the two cached decoders alone, each with half of ``budget_s``),
-    ``generate_tokens_per_s`` (medians) and ``generate_peak_mib``.
+    last three from rounds of the three cached decoders alone, each with half of
+    ``budget_s``), ``generate_tokens_per_s`` (medians) and ``generate_peak_mib``.
 
     Raises ``ValueError`` when the prompt and the new tokens do not fit in
     ``max_position_embeddings``.
@@ -557,8 +584,9 @@ def bench_generate(
         "pldr kv": (models["pldr"], generate(models["pldr"], "kv")),
         "pldr kv+g": (models["pldr"], generate(models["pldr"], "kv+g")),
         "gpt kv": (models["gpt"], generate(models["gpt"], "kv")),
+        "constant-G kv": (models["constant_g"], generate(models["constant_g"], "kv")),
     }
-    # Speed ratio a over b = time(b) / time(a). The two cached decoders are compared in rounds of
+    # Speed ratio a over b = time(b) / time(a). The cached decoders are compared in rounds of
     # their own: a round that also ran "none" (several times slower) would give them far fewer
     # rounds, and the ratio that is closest to 1 needs the most.
     times, ratios = interleaved(
@@ -568,14 +596,19 @@ def bench_generate(
         budget_s=budget_s / 2,
     )
     cached_times, cached = interleaved(
-        {k: runs[k][1] for k in ("pldr kv+g", "gpt kv")},
-        {"pldr kv+g/gpt kv": ("gpt kv", "pldr kv+g")},
+        {k: runs[k][1] for k in ("pldr kv+g", "gpt kv", "constant-G kv")},
+        {
+            "pldr kv+g/gpt kv": ("gpt kv", "pldr kv+g"),
+            "pldr kv+g/constant-G kv": ("constant-G kv", "pldr kv+g"),
+            "constant-G kv/gpt kv": ("gpt kv", "constant-G kv"),
+        },
         device,
         budget_s=budget_s / 2,
     )
     ratios.update(cached)
     times = {**times, "pldr kv+g": times["pldr kv+g"] + cached_times["pldr kv+g"]}
     times["gpt kv"] = cached_times["gpt kv"]
+    times["constant-G kv"] = cached_times["constant-G kv"]
     slower = (
         "a cache slower than no cache: suspicious; at this size the per-token bookkeeping can "
         "outweigh the recomputation it saves (more new tokens, or a quieter machine, will tell)"
@@ -591,6 +624,14 @@ def bench_generate(
         over_gpt,
         "implausible: PLDR-LLM with a cached G does all of GPT's work and more, yet ran faster"
         if over_gpt.median > 1
+        else None,
+    )
+    out["pldr_kvg_over_constant_g_kv"] = ratios["pldr kv+g/constant-G kv"]
+    floor = ratios["constant-G kv/gpt kv"]
+    out["constant_g_kv_over_gpt_kv"] = flagged(
+        floor,
+        "implausible: the constant-G model does all of GPT's work and more, yet ran faster"
+        if floor.median > 1
         else None,
     )
     out["generate_tokens_per_s"] = {k: new_tokens / statistics.median(v) for k, v in times.items()}
@@ -641,7 +682,8 @@ def report(r: dict) -> str:
         share_bar = flop_share + BARS["share_over_flops"]
         lines += [
             f"train{' (compiled)' if r.get('compiled') else ''} (batch {r['batch']} x "
-            f"{r['seq']} tokens; medians {r['train_step_s']['pldr'] * 1e3:.1f} ms PLDR, "
+            f"{r['seq']} tokens, AdamW {r.get('optimizer', 'per-tensor loop')}; "
+            f"medians {r['train_step_s']['pldr'] * 1e3:.1f} ms PLDR, "
             f"{r['train_step_s']['gpt'] * 1e3:.1f} ms GPT)",
             _line(
                 "  step time PLDR / GPT",
@@ -689,6 +731,11 @@ def report(r: dict) -> str:
                 ),
             ),
         ]
+        if "constant_g_kv_over_gpt_kv" in r:  # records made before it lack the floor
+            lines += [
+                _line("    PLDR kv+g / constant-G kv", r["pldr_kvg_over_constant_g_kv"]),
+                _line("    constant-G kv / GPT kv (floor)", r["constant_g_kv_over_gpt_kv"]),
+            ]
     if "prefix_over_block" in r:
         lines += [
             f"density (batch {r['batch']} x {r['seq']} tokens; medians "
@@ -783,6 +830,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the training step of torch.compile-d models (reports compile times)",
     )
     parser.add_argument(
+        "--fused-adamw",
+        action="store_true",
+        help="step every model with PyTorch's fused AdamW kernel (default: foreach, as training)",
+    )
+    parser.add_argument(
         "--density-configs",
         nargs="*",
         default=["tiny"],
@@ -798,7 +850,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.configs:
         cfg = PLDRConfig(**CONFIGS[name])
         r = bench_train(
-            name, cfg, device, batch=args.batch, seq=args.seq, budget_s=args.budget, autocast=dtype
+            name,
+            cfg,
+            device,
+            batch=args.batch,
+            seq=args.seq,
+            budget_s=args.budget,
+            autocast=dtype,
+            fused_adamw=args.fused_adamw,
         )
         r.update(
             bench_generate(
@@ -823,6 +882,7 @@ def main(argv: list[str] | None = None) -> int:
                 budget_s=args.budget,
                 autocast=dtype,
                 compile=True,
+                fused_adamw=args.fused_adamw,
             )
             results.append(as_json(rc))
             print(report(rc), flush=True)

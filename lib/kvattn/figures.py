@@ -1170,6 +1170,7 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         "kvg_over_none": "generate: kv+g / none",
         "kv_over_none": "generate: kv / none",
         "pldr_kvg_over_gpt_kv": "generate: PLDR kv+g / GPT kv",
+        "constant_g_kv_over_gpt_kv": "generate: constant-G kv / GPT kv (floor)",
     }
     points = [
         (f"{label} ({r['config']})", r[key])
