@@ -165,10 +165,59 @@ def test_generation_benchmark_on_a_tiny_model_reports_every_mode():
     assert all(v > 0 for v in r["generate_peak_mib"].values())
     text = benchmark.report(r)
     assert "(bar >= 5x: " in text and "(bar >= 0.95x: " in text
-    assert "constant-G kv / GPT kv (floor)" in text and "PLDR kv+g / constant-G kv" in text
+    assert "constant-G kv / GPT kv (ceiling)" in text and "PLDR kv+g / constant-G kv" in text
     json.dumps(benchmark.as_json(r))  # plain data, ready for --json
     fig = figures.benchmark_ratios([r])
     assert len(fig.data[0].x) == 4
+
+
+@pytest.mark.parametrize(
+    ("seconds", "ceiling_flag", "below_bar"),
+    [
+        ({"gpt kv": 1.0, "constant-G kv": 2.0, "pldr kv+g": 4.0}, False, True),
+        ({"gpt kv": 1.0, "constant-G kv": 1.02, "pldr kv+g": 1.04}, False, False),
+        ({"gpt kv": 1.0, "constant-G kv": 0.8, "pldr kv+g": 1.0}, True, False),
+    ],
+)
+def test_generation_ratios_are_speeds_and_split_at_the_constant_g_ceiling(
+    monkeypatch, seconds, ceiling_flag, below_bar
+):
+    """With scripted decoding times, each speed ratio is time(other) / time(this), the PLDR /
+    GPT ratio is the product of its two factors, a ceiling below the bar says that no cache can
+    meet it, and a ceiling above 1 in most rounds is flagged."""
+    times = {"pldr none": 40.0, "pldr kv": 20.0, **seconds}
+
+    def scripted(variants, ratios, device, **kw):
+        per_round = {k: [times[k]] * 5 for k in variants}
+        return per_round, {
+            name: Ratio(times[a] / times[b], times[a] / times[b], times[a] / times[b], 5)
+            for name, (a, b) in ratios.items()
+        }
+
+    monkeypatch.setattr(benchmark, "interleaved", scripted)
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    r = benchmark.bench_generate("tiny", cfg, CPU, prompt_len=4, new_tokens=2, budget_s=0.3)
+    assert r["kvg_over_none"].median == pytest.approx(40.0 / seconds["pldr kv+g"])
+    assert r["pldr_kvg_over_gpt_kv"].median == pytest.approx(1.0 / seconds["pldr kv+g"])
+    assert r["constant_g_kv_over_gpt_kv"].median == pytest.approx(1.0 / seconds["constant-G kv"])
+    assert r["pldr_kvg_over_gpt_kv"].median == pytest.approx(
+        r["pldr_kvg_over_constant_g_kv"].median * r["constant_g_kv_over_gpt_kv"].median
+    )
+    assert (r["constant_g_kv_over_gpt_kv"].flag is not None) == ceiling_flag
+    assert r["pldr_kvg_over_constant_g_kv"].flag is None
+    text = benchmark.report(r)
+    assert ("no KV + G cache can meet it here" in text) == below_bar
+    assert "x constant-G kv / GPT kv (ceiling)" in text
+
+
+def test_a_record_made_before_the_split_and_the_optimiser_key_still_reports():
+    """Records shipped before the constant-G ceiling and the optimiser key print without them."""
+    from kvattn.data import benchmark_run
+
+    _, recorded = benchmark.load_results(benchmark_run("cpu_2core"))
+    text = "\n".join(benchmark.report(r) for r in recorded)
+    assert "AdamW kernel not recorded;" in text and "speed PLDR kv+g / GPT kv" in text
+    assert "ceiling" not in text
 
 
 def test_generation_must_fit_the_positions():

@@ -393,14 +393,15 @@ def test_the_course_adamw_is_bit_for_bit_the_loop_implementation():
 
 def test_the_fused_adamw_agrees_with_foreach_to_float_rounding():
     """adamw(fused=True) runs PyTorch's fused kernel: after five steps every weight is within
-    float32 rounding of foreach's, while each step moved the weights by ~lr = 1e-3, a thousand
-    times more than the tolerance."""
+    1e-5 of foreach's (rounding, amplified by AdamW's normalisation: about 7e-7 on this
+    machine), while the steps moved the weights by more than 1e-3, a hundred times the
+    tolerance."""
     start, foreach, _ = _five_adamw_steps(lambda ps: train.adamw(ps, **ADAMW_HYPER))
     _, fused, opt = _five_adamw_steps(lambda ps: train.adamw(ps, **ADAMW_HYPER, fused=True))
     assert opt.param_groups[0]["fused"] is True and not opt.param_groups[0]["foreach"]
     moved = max((a - b).abs().max().item() for a, b in zip(foreach, start, strict=True))
     worst = max((a - b).abs().max().item() for a, b in zip(fused, foreach, strict=True))
-    assert moved > 1e-3 and worst < 1e-6, (moved, worst)
+    assert moved > 1e-3 and worst < 1e-5, (moved, worst)
     with pytest.raises(ValueError, match="fused must be True or False"):
         train.adamw(start, lr=1e-3, fused=1)
 

@@ -442,13 +442,19 @@ def test_non_finite_parameters_are_never_checkpointed(tmp_path, monkeypatch):
 def test_fused_adamw_follows_the_foreach_run_and_resumes_a_foreach_checkpoint(
     tmp_path, monkeypatch
 ):
-    """``fused_adamw=True`` trains the same model to float rounding (see
-    test_compiled_training_follows_the_plain_run... for why 1e-3), and a run checkpointed with
-    foreach resumes with the fused kernel."""
+    """``fused_adamw=True`` trains the same model to rounding (see
+    test_compiled_training_follows_the_plain_run... for why 1e-3) with the fused kernel, and a
+    run checkpointed with foreach resumes with it, its AdamW state carried over."""
+
+    def saved_groups(run: Path) -> list[dict]:
+        state = json.loads((run / "run" / "checkpoint" / "trainer_state.json").read_text())
+        return state["param_groups"]
+
     plain = pretrain(config(tmp_path / "a"), progress=False)
     fused = pretrain(config(tmp_path / "b", fused_adamw=True), progress=False)
     assert fused.history.loss == pytest.approx(plain.history.loss, rel=1e-3)
-    assert fused.history.loss != plain.history.loss  # another kernel, not the same one
+    assert all(g["fused"] and not g["foreach"] for g in saved_groups(tmp_path / "b"))
+    assert all(g["foreach"] and not g["fused"] for g in saved_groups(tmp_path / "a"))
     original = T.lm_cross_entropy
     calls = {"n": 0}
 
@@ -465,6 +471,10 @@ def test_fused_adamw_follows_the_foreach_run_and_resumes_a_foreach_checkpoint(
     resumed = pretrain(config(tmp_path / "c", fused_adamw=True), resume=True, progress=False)
     assert resumed.history.loss[:3] == plain.history.loss[:3]
     assert resumed.history.loss == pytest.approx(plain.history.loss, rel=1e-3)
+    assert all(g["fused"] for g in saved_groups(tmp_path / "c"))
+    # the step counters went on from the checkpoint's 3 (a fresh optimiser would end at 3)
+    _, state, _ = T._load_training_state(tmp_path / "c" / "run" / "checkpoint")
+    assert {float(s["step"]) for s in state["state"].values()} == {6.0}
     with pytest.raises(ValueError, match="fused_adamw must be true or false"):
         config(tmp_path, fused_adamw=1)
 

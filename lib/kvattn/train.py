@@ -73,11 +73,12 @@ def adamw(
     the same order, so a run gives bit for bit the losses and weights of the loop (a test checks
     it); on CUDA foreach is already PyTorch's default. Every shipped run used it.
 
-    ``fused=True`` takes PyTorch's fused kernel instead (one pass over each tensor, on CPU and
-    CUDA), faster than foreach when there are many small tensors (``python -m kvattn.benchmark
-    --fused-adamw`` measures the training step with it). It computes the same update in another
-    order, so weights agree with foreach's to float rounding only (a test bounds the
-    difference) and a run does not reproduce a foreach run bit for bit.
+    ``fused=True`` takes PyTorch's fused kernel instead: one pass over each tensor, on CPU and
+    CUDA, where foreach makes several (``python -m kvattn.benchmark --fused-adamw`` times the
+    training step with it). It computes the same update in another order, so weights agree
+    with foreach's only to rounding, which AdamW's division by each gradient's running size
+    amplifies (a test bounds the difference), and a run does not reproduce a foreach run bit
+    for bit.
 
     Raises
     ------
@@ -214,10 +215,12 @@ def train(
         if optimizer != "sgd":  # a loaded state carries the kernel choice it was saved with
             for group in opt.param_groups:
                 group["foreach"], group["fused"] = not fused, fused
-                for param in group["params"] if fused else ():
+                for param in group["params"]:
                     state = opt.state.get(param, {})
-                    if "step" in state:  # the fused kernel wants its step count beside the param
-                        state["step"] = state["step"].to(param.device, torch.float32)
+                    if "step" in state:  # fused reads its step count beside the parameter,
+                        # foreach on the CPU (elsewhere it would sync once per tensor and step)
+                        where = param.device if fused else torch.device("cpu")
+                        state["step"] = state["step"].to(where, torch.float32)
     history = history if history is not None else History()
     device_type = params[0].device.type if params else "cpu"
 
@@ -540,8 +543,8 @@ class PretrainConfig:
     fused_adamw: bool = field(
         default=False,
         metadata=_help(
-            "PyTorch's fused AdamW kernel instead of foreach (faster with many small tensors; "
-            "equal to float rounding, so not a bit-for-bit repeat of a foreach run)"
+            "PyTorch's fused AdamW kernel instead of foreach (one pass per tensor; equal to "
+            "rounding, so not a bit-for-bit repeat of a foreach run)"
         ),
     )
     probe_every: int | None = field(
