@@ -136,6 +136,22 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
     assert f["gpt"] >= 6 * 2 * 8 * cfg.vocab_size * cfg.hidden_size
     assert r["train_flop_per_s"]["gpt"] == pytest.approx(f["gpt"] / r["train_step_s"]["gpt"])
     assert text.count("the same in FLOPs") == 2
+    # kernel calls: the metric learner adds many small operations to the constant-G model's
+    c = r["train_calls"]
+    assert c["gpt"] < c["constant_g"] < c["pldr"]
+    assert r["train_calls_pldr_over_gpt"] == pytest.approx(c["pldr"] / c["gpt"])
+    assert r["metric_learner_call_share"] == pytest.approx(1 - c["constant_g"] / c["pldr"])
+    assert r["metric_learner_call_share"] > r["metric_learner_flop_share"]
+    assert text.count("the same in kernel calls (eager)") == 2
+
+
+def test_kernel_calls_count_every_operator_but_views():
+    x = torch.randn(3, 3)
+    with benchmark.KernelCalls() as counter:
+        y = x.t() @ x  # a view (t), then one product
+        y.view(-1).add(1)  # a view, then one addition
+        y.transpose(0, 1).contiguous()  # a view, then one copy
+    assert counter.calls == 3
 
 
 def test_generation_benchmark_on_a_tiny_model_reports_every_mode():
@@ -211,13 +227,15 @@ def test_generation_ratios_are_speeds_and_split_at_the_constant_g_ceiling(
 
 
 def test_a_record_made_before_the_split_and_the_optimiser_key_still_reports():
-    """Records shipped before the constant-G ceiling and the optimiser key print without them."""
+    """Records shipped before the constant-G ceiling, the kernel-call counts and the optimiser
+    key print without them."""
     from kvattn.data import benchmark_run
 
     _, recorded = benchmark.load_results(benchmark_run("cpu_2core"))
     text = "\n".join(benchmark.report(r) for r in recorded)
     assert "AdamW kernel not recorded;" in text and "speed PLDR kv+g / GPT kv" in text
     assert "ceiling" not in text
+    assert "kernel calls" not in text and "the same in FLOPs" in text
 
 
 def test_generation_must_fit_the_positions():

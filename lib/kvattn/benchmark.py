@@ -18,9 +18,10 @@ Ratios reported, per configuration:
 
 * training step time PLDR-LLM / GPT, and the metric learner's share of the PLDR step
   (1 − constant-G step / PLDR step), each beside the same ratio in FLOPs (PyTorch's FLOP counter:
-  matrix products and attention, forward and backward), and each model's achieved FLOP/s: a
-  time ratio far above its FLOP ratio means the extra work runs below the hardware's speed
-  (many small kernels), not that there is more of it;
+  matrix products and attention, forward and backward) and in kernel calls (:class:`KernelCalls`:
+  the operators an eager step runs, views excluded), and each model's achieved FLOP/s: a time
+  ratio far above its FLOP ratio, towards its call ratio, means the extra work runs below the
+  hardware's speed (many small kernels, each with a fixed cost), not that there is more of it;
 * generation speed-ups of ``new_tokens`` new tokens over no cache (mode ``"none"``): the KV + G
   cache (``"kv+g"``) and the exact KV cache (``"kv"``), and the speed of PLDR-LLM with the KV + G
   cache over GPT with its KV cache, split at the constant-G model with its KV cache (which does
@@ -288,6 +289,24 @@ class TensorMemory(TorchDispatchMode):
         return out
 
 
+class KernelCalls(TorchDispatchMode):
+    """Counts the ATen operators that run while the mode is active, views excluded: a view only
+    relabels a storage, every other operator is a kernel call of its own. Each call pays a fixed
+    cost (dispatch, and on a GPU a launch) whatever its size, which the FLOP counter does not
+    see; a model of many small operations can spend more time on calls than on arithmetic.
+    ``calls`` is the count so far.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:
+            self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
 def _peak_memory(model: torch.nn.Module, fn: Callable[[], object], device: torch.device) -> float:
     """Peak memory of ``fn()`` in MiB attributable to ``model``: its parameters and buffers plus
     the peak allocated on top of what was resident before the call (CUDA: the allocator's
@@ -332,13 +351,13 @@ def matmul_rate(
     return 2 * n**3 / min(times)
 
 
-def _step_flops(step: Callable[[], object]) -> int:
+def _step_counts(step: Callable[[], object]) -> tuple[int, int]:
     """FLOPs of one call of ``step`` as PyTorch's FLOP counter sees them (matrix products and
-    attention, forward and backward; element-wise work is not counted)."""
-    counter = FlopCounterMode(display=False)
-    with counter:
+    attention, forward and backward; element-wise work is not counted), and its kernel calls
+    (:class:`KernelCalls`)."""
+    with FlopCounterMode(display=False) as counter, KernelCalls() as calls:
         step()
-    return counter.get_total_flops()
+    return counter.get_total_flops(), calls.calls
 
 
 def _models(cfg: PLDRConfig, device: torch.device) -> dict[str, torch.nn.Module]:
@@ -410,7 +429,9 @@ def bench_train(
 
     Returns a dict: the ``optimizer`` kernel (``"foreach"`` or ``"fused"``),
     ``train_pldr_over_gpt`` and ``metric_learner_share`` as :class:`Ratio`, the
-    median step times ``train_step_s``, FLOPs per step ``train_flops`` and their ratios,
+    median step times ``train_step_s``, FLOPs per step ``train_flops`` and their ratios, kernel
+    calls per step of the plain models ``train_calls`` (:class:`KernelCalls`) with the same
+    ratios (``train_calls_pldr_over_gpt``, ``metric_learner_call_share``),
     achieved FLOP/s ``train_flop_per_s`` (and the metric learner's own, from the PLDR and
     constant-G differences), the same as fractions of :func:`matmul_rate`
     (``train_matmul_fraction``), ``train_peak_mib``, and with ``compile`` the seconds each
@@ -425,7 +446,8 @@ def bench_train(
     plain = {
         k: _train_step(m, ids, device, autocast, False, fused_adamw) for k, m in models.items()
     }
-    flops = {k: _step_flops(fn) for k, fn in plain.items()}
+    counts = {k: _step_counts(fn) for k, fn in plain.items()}
+    flops = {k: c[0] for k, c in counts.items()}
     steps = plain
     first_s = {}
     if compile:
@@ -466,6 +488,9 @@ def bench_train(
     out["train_flops"] = flops
     out["train_flops_pldr_over_gpt"] = flops["pldr"] / flops["gpt"]
     out["metric_learner_flop_share"] = 1 - flops["constant_g"] / flops["pldr"]
+    out["train_calls"] = {k: c[1] for k, c in counts.items()}
+    out["train_calls_pldr_over_gpt"] = counts["pldr"][1] / counts["gpt"][1]
+    out["metric_learner_call_share"] = 1 - counts["constant_g"][1] / counts["pldr"][1]
     rates = {k: flops[k] / step_s[k] for k in models}
     extra_s = step_s["pldr"] - step_s["constant_g"]
     # the metric learner's own rate: its FLOPs over the time it adds (None if it added none)
@@ -509,7 +534,7 @@ def bench_density(
     out.update(batch=batch, seq=seq)
     ids = torch.randint(4, cfg.vocab_size, (batch, seq + 1), device=device)
     steps = {k: _train_step(m, ids, device, autocast, False) for k, m in models.items()}
-    flops = {k: _step_flops(fn) for k, fn in steps.items()}
+    flops = {k: _step_counts(fn)[0] for k, fn in steps.items()}
     times, ratios = interleaved(
         steps, {"prefix/block": ("prefix", "block")}, device, budget_s=budget_s
     )
@@ -691,6 +716,17 @@ def report(r: dict) -> str:
         flop_share = r["metric_learner_flop_share"]
         time_bar = BARS["train_over_flops"] * flop_ratio
         share_bar = flop_share + BARS["share_over_flops"]
+        calls = "train_calls" in r  # records made before the count lack it
+        calls_ratio = (
+            [f"{'    the same in kernel calls (eager)':38s} {r['train_calls_pldr_over_gpt']:6.2f}x"]
+            if calls
+            else []
+        )
+        calls_share = (
+            [f"{'    the same in kernel calls (eager)':38s} {r['metric_learner_call_share']:6.1%}"]
+            if calls
+            else []
+        )
         lines += [
             f"train{' (compiled)' if r.get('compiled') else ''} (batch {r['batch']} x "
             f"{r['seq']} tokens, AdamW {r.get('optimizer', 'kernel not recorded')}; "
@@ -702,12 +738,14 @@ def report(r: dict) -> str:
                 _verdict(r["train_pldr_over_gpt"].median <= time_bar, f"<= {time_bar:.2f}x"),
             ),
             f"{'    the same in FLOPs':38s} {flop_ratio:6.2f}x",
+            *calls_ratio,
             _line(
                 "  metric learner's share",
                 r["metric_learner_share"],
                 _verdict(r["metric_learner_share"].median <= share_bar, f"<= {share_bar:.1%}"),
             ),
             f"{'    the same in FLOPs':38s} {flop_share:6.1%}",
+            *calls_share,
             _rates(
                 f"achieved GFLOP/s (% of a {r['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s large "
                 "matmul)",
