@@ -570,11 +570,11 @@ def bench_generate(
     ``q G_LM`` product per layer, which is what the KV + G cache leaves of PLGA's work once the
     prompt's pass (the only one through the metric learner) is done. As speeds multiply,
     ``pldr_kvg_over_gpt_kv`` = ``pldr_kvg_over_constant_g_kv`` × ``constant_g_kv_over_gpt_kv``
-    (up to the rounds' noise); the first factor is at most 1, near 1 when the cache leaves
-    nothing but that product and the prompt's pass, so the second is the *ceiling* of
-    ``pldr_kvg_over_gpt_kv``: the best any implementation of the cache can reach without a
-    cheaper product. Either factor is flagged implausible when the middle half of its rounds
-    lies above 1 (for ratios near 1 by design, a median above 1 is noise half the time).
+    (exactly within each round, nearly for the medians); the first factor is at most 1, near 1
+    when the cache leaves nothing but that product and the prompt's pass, so the second is the
+    *ceiling* of ``pldr_kvg_over_gpt_kv``: the best any implementation of the cache can reach
+    without a cheaper product. Either factor is flagged implausible when the middle half of its
+    rounds lies above 1 (for ratios near 1 by design, a median above 1 is noise half the time).
 
     ``model`` measures a given (e.g. trained) PLDR-LLM instead of a fresh one of ``cfg``; GPT
     and the constant-G model are always fresh ones of the same configuration. Returns a dict
@@ -717,16 +717,7 @@ def report(r: dict) -> str:
         time_bar = BARS["train_over_flops"] * flop_ratio
         share_bar = flop_share + BARS["share_over_flops"]
         calls = "train_calls" in r  # records made before the count lack it
-        calls_ratio = (
-            [f"{'    the same in kernel calls (eager)':38s} {r['train_calls_pldr_over_gpt']:6.2f}x"]
-            if calls
-            else []
-        )
-        calls_share = (
-            [f"{'    the same in kernel calls (eager)':38s} {r['metric_learner_call_share']:6.1%}"]
-            if calls
-            else []
-        )
+        in_calls = f"{'    the same in kernel calls (eager)':38s} "
         lines += [
             f"train{' (compiled)' if r.get('compiled') else ''} (batch {r['batch']} x "
             f"{r['seq']} tokens, AdamW {r.get('optimizer', 'kernel not recorded')}; "
@@ -738,14 +729,14 @@ def report(r: dict) -> str:
                 _verdict(r["train_pldr_over_gpt"].median <= time_bar, f"<= {time_bar:.2f}x"),
             ),
             f"{'    the same in FLOPs':38s} {flop_ratio:6.2f}x",
-            *calls_ratio,
+            *([in_calls + f"{r['train_calls_pldr_over_gpt']:6.2f}x"] if calls else []),
             _line(
                 "  metric learner's share",
                 r["metric_learner_share"],
                 _verdict(r["metric_learner_share"].median <= share_bar, f"<= {share_bar:.1%}"),
             ),
             f"{'    the same in FLOPs':38s} {flop_share:6.1%}",
-            *calls_share,
+            *([in_calls + f"{r['metric_learner_call_share']:6.1%}"] if calls else []),
             _rates(
                 f"achieved GFLOP/s (% of a {r['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s large "
                 "matmul)",
