@@ -354,7 +354,9 @@ def matmul_rate(
 def _step_counts(step: Callable[[], object]) -> tuple[int, int]:
     """FLOPs of one call of ``step`` as PyTorch's FLOP counter sees them (matrix products and
     attention, forward and backward; element-wise work is not counted), and its kernel calls
-    (:class:`KernelCalls`)."""
+    (:class:`KernelCalls`). The counted call is the second: the first also creates what the
+    optimiser keeps for every parameter, work that a training step does not repeat."""
+    step()
     with FlopCounterMode(display=False) as counter, KernelCalls() as calls:
         step()
     return counter.get_total_flops(), calls.calls
