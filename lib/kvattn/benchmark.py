@@ -383,6 +383,7 @@ def _header(name: str, cfg: PLDRConfig, device: torch.device, models: dict, dtyp
         "device": str(device),
         "autocast": str(dtype).removeprefix("torch.") if dtype else "none (float32)",
         "parameters": {k: m.num_parameters() for k, m in models.items()},
+        "tensors": {k: len(list(m.parameters())) for k, m in models.items()},
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
     }
 
@@ -572,10 +573,11 @@ def bench_generate(
     ``q G_LM`` product per layer, which is what the KV + G cache leaves of PLGA's work once the
     prompt's pass (the only one through the metric learner) is done. As speeds multiply,
     ``pldr_kvg_over_gpt_kv`` = ``pldr_kvg_over_constant_g_kv`` × ``constant_g_kv_over_gpt_kv``
-    (exactly within each round, nearly for the medians); the first factor is at most 1, near 1
-    when the cache leaves nothing but that product and the prompt's pass, so the second is the
-    *ceiling* of ``pldr_kvg_over_gpt_kv``: the best any implementation of the cache can reach
-    without a cheaper product. Either factor is flagged implausible when the middle half of its
+    (exactly within each round, nearly for the medians); the first factor is at most 1 in work
+    (noise can lift the measured one a little above), near 1 when the cache leaves nothing but
+    that product and the prompt's pass, so the second is the *ceiling* of
+    ``pldr_kvg_over_gpt_kv``: the best any implementation of the cache can reach without a
+    cheaper product. Either factor is flagged implausible when the middle half of its
     rounds lies above 1 (for ratios near 1 by design, a median above 1 is noise half the time).
 
     ``model`` measures a given (e.g. trained) PLDR-LLM instead of a fresh one of ``cfg``; GPT
@@ -706,11 +708,14 @@ def report(r: dict) -> str:
     """A plain-text summary of a :func:`bench_train`, :func:`bench_generate` or
     :func:`bench_density` result (or several merged); flagged ratios carry a ⚠ line saying what
     is wrong with them, and ratios with a target in :data:`BARS` say whether it is met."""
-    params = r["parameters"]
+    tensors = r.get("tensors", {})  # records made before the count lack it
     threads = f", {r['threads']} threads" if r.get("threads") else ""
     lines = [
         f"== {r['config']} on {r['device']}{threads}, autocast {r['autocast']} (parameters "
-        + ", ".join(f"{k} {v:,}" for k, v in params.items())
+        + ", ".join(
+            f"{k} {v:,}" + (f" in {tensors[k]} tensors" if k in tensors else "")
+            for k, v in r["parameters"].items()
+        )
         + ")"
     ]
     if "train_pldr_over_gpt" in r:
@@ -781,7 +786,7 @@ def report(r: dict) -> str:
                 _line(
                     "    x constant-G kv / GPT kv (ceiling)",
                     ceiling,
-                    "  (below the bar: no KV + G cache can meet it here)" if below else "",
+                    "  (below the bar on this run: no KV + G cache could meet it)" if below else "",
                 ),
             ]
     if "prefix_over_block" in r:
