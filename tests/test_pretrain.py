@@ -76,22 +76,28 @@ def test_run_writes_a_published_checkpoint_and_loss_falls(tmp_path):
     assert torch.equal(model(ids).logits, result.model.eval()(ids).logits)
 
 
-def test_resume_reproduces_the_uninterrupted_run(tmp_path, monkeypatch):
-    """Interrupt after the step-3 checkpoint, resume, and get the same loss curve bit for bit."""
-    full = pretrain(config(tmp_path / "a"), progress=False)
-    calls = {"n": 0}
+def _interrupt_after_the_step_3_checkpoint(run: Path, monkeypatch) -> None:
+    """Start the TINY run in ``run`` and stop it by KeyboardInterrupt during step 5, after the
+    step-3 checkpoint (3 steps, 4 evaluation blocks, then 2 more steps)."""
     original = T.lm_cross_entropy
+    calls = {"n": 0}
 
     def interrupting(*args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 3 + 4 + 2:  # 3 steps, 4 evaluation blocks, then 2 more steps
+        if calls["n"] == 3 + 4 + 2:
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
     monkeypatch.setattr(T, "lm_cross_entropy", interrupting)
     with pytest.raises(KeyboardInterrupt):
-        pretrain(config(tmp_path / "b"), progress=False)
+        pretrain(config(run), progress=False)
     monkeypatch.setattr(T, "lm_cross_entropy", original)
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, monkeypatch):
+    """Interrupt after the step-3 checkpoint, resume, and get the same loss curve bit for bit."""
+    full = pretrain(config(tmp_path / "a"), progress=False)
+    _interrupt_after_the_step_3_checkpoint(tmp_path / "b", monkeypatch)
     state = json.loads((tmp_path / "b" / "run" / "checkpoint" / "trainer_state.json").read_text())
     assert state["step"] == 3
     resumed = pretrain(config(tmp_path / "b"), resume=True, progress=False)
@@ -455,19 +461,7 @@ def test_fused_adamw_follows_the_foreach_run_and_resumes_a_foreach_checkpoint(
     assert fused.history.loss == pytest.approx(plain.history.loss, rel=1e-3)
     assert all(g["fused"] and not g["foreach"] for g in saved_groups(tmp_path / "b"))
     assert all(g["foreach"] and not g["fused"] for g in saved_groups(tmp_path / "a"))
-    original = T.lm_cross_entropy
-    calls = {"n": 0}
-
-    def interrupting(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3 + 4 + 2:  # 3 steps, 4 evaluation blocks, then 2 more steps
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(T, "lm_cross_entropy", interrupting)
-    with pytest.raises(KeyboardInterrupt):
-        pretrain(config(tmp_path / "c"), progress=False)
-    monkeypatch.setattr(T, "lm_cross_entropy", original)
+    _interrupt_after_the_step_3_checkpoint(tmp_path / "c", monkeypatch)
     resumed = pretrain(config(tmp_path / "c", fused_adamw=True), resume=True, progress=False)
     assert resumed.history.loss[:3] == plain.history.loss[:3]
     assert resumed.history.loss == pytest.approx(plain.history.loss, rel=1e-3)

@@ -900,18 +900,11 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     dtype = None if args.no_amp else default_autocast(device)
     results = []
+    common = dict(budget_s=args.budget, autocast=dtype)  # every measurement's
+    step = dict(batch=args.batch, seq=args.seq, **common)  # the training steps'
     for name in args.configs:
         cfg = PLDRConfig(**CONFIGS[name])
-        r = bench_train(
-            name,
-            cfg,
-            device,
-            batch=args.batch,
-            seq=args.seq,
-            budget_s=args.budget,
-            autocast=dtype,
-            fused_adamw=args.fused_adamw,
-        )
+        r = bench_train(name, cfg, device, fused_adamw=args.fused_adamw, **step)
         r.update(
             bench_generate(
                 name,
@@ -919,36 +912,17 @@ def main(argv: list[str] | None = None) -> int:
                 device,
                 prompt_len=args.seq // 2,
                 new_tokens=args.new_tokens,
-                budget_s=args.budget,
-                autocast=dtype,
+                **common,
             )
         )
         results.append(as_json(r))
         print(report(r), flush=True)
         if args.compile:
-            rc = bench_train(
-                name,
-                cfg,
-                device,
-                batch=args.batch,
-                seq=args.seq,
-                budget_s=args.budget,
-                autocast=dtype,
-                compile=True,
-                fused_adamw=args.fused_adamw,
-            )
+            rc = bench_train(name, cfg, device, compile=True, fused_adamw=args.fused_adamw, **step)
             results.append(as_json(rc))
             print(report(rc), flush=True)
         if name in args.density_configs:
-            rd = bench_density(
-                name,
-                cfg,
-                device,
-                batch=args.batch,
-                seq=args.seq,
-                budget_s=args.budget,
-                autocast=dtype,
-            )
+            rd = bench_density(name, cfg, device, **step)
             results.append(as_json(rd))
             print(report(rd), flush=True)
     if args.json:
