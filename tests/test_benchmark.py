@@ -280,13 +280,28 @@ def test_training_peak_memory_on_the_cpu_counts_the_metric_learner():
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
     models = benchmark._models(cfg, CPU)
     ids = torch.randint(4, cfg.vocab_size, (2, 17))
-    peak = {
-        k: benchmark._peak_memory(m, benchmark._train_step(m, ids, CPU, None, False), CPU)
-        for k, m in models.items()
-    }
+    peak = {}
+    for k, m in models.items():
+        step, opt = benchmark._train_step(m, ids, CPU, None, False)
+        peak[k] = benchmark._peak_memory(m, step, CPU, opt)
     own = {k: m.num_parameters() * 4 / 2**20 for k, m in models.items()}
     assert all(peak[k] > own[k] for k in models)
     assert peak["pldr"] > peak["constant_g"]  # the metric learner's saved activations
+
+
+def test_training_peak_memory_counts_adamw_moments_once_whenever_they_were_made():
+    # the first step makes AdamW's two moments per weight during the measured call, later steps
+    # find them resident: both count them, 2 x the weights in float32, and only once
+    cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+    model = benchmark._models(cfg, CPU)["gpt"]
+    weights = model.num_parameters() * 4 / 2**20
+    ids = torch.randint(4, cfg.vocab_size, (2, 17))
+    step, opt = benchmark._train_step(model, ids, CPU, None, False)
+    first = benchmark._peak_memory(model, step, CPU, opt)
+    later = benchmark._peak_memory(model, step, CPU, opt)
+    without = benchmark._peak_memory(model, step, CPU)  # weights and the step's allocations
+    assert later == pytest.approx(first, rel=0.01)
+    assert later - without == pytest.approx(2 * weights, rel=0.01)
 
 
 def test_matmul_rate_is_the_flops_of_one_product_over_its_fastest_time(monkeypatch):

@@ -27,9 +27,10 @@ Ratios reported, per configuration:
   cache over GPT with its KV cache, split at the constant-G model with its KV cache (which does
   per generated token exactly the work that the KV + G cache leaves: GPT's plus one ``q G_LM``
   product per layer), whose speed over GPT's is the best that ratio can reach;
-* peak memory of each model: its own parameters and buffers plus what the measured call
-  allocates on top of what was resident before it (on CUDA from the allocator's statistics,
-  elsewhere by :class:`TensorMemory`, which adds up the storages of the tensors alive at once);
+* peak memory of each model: its own parameters and buffers (and for a training step AdamW's
+  two moments per parameter) plus what the measured call allocates on top of them (on CUDA
+  from the allocator's statistics, elsewhere by :class:`TensorMemory`, which adds up the
+  storages of the tensors alive at once);
 * each model's achieved FLOP/s as a fraction of the FLOP/s that one large square matrix product
   reaches on the same device and dtype (:func:`matmul_rate`: the device's practical peak,
   measured, rather than a datasheet number);
@@ -307,18 +308,31 @@ class KernelCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _peak_memory(model: torch.nn.Module, fn: Callable[[], object], device: torch.device) -> float:
-    """Peak memory of ``fn()`` in MiB attributable to ``model``: its parameters and buffers plus
-    the peak allocated on top of what was resident before the call (CUDA: the allocator's
-    statistics; elsewhere :class:`TensorMemory`)."""
-    own = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+def _peak_memory(
+    model: torch.nn.Module,
+    fn: Callable[[], object],
+    device: torch.device,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> float:
+    """Peak memory of ``fn()`` in MiB attributable to ``model``: what stays resident between
+    calls (its parameters and buffers, and ``optimizer``'s state: AdamW's two moments per
+    parameter) plus the peak allocated on top of it during the call (saved activations,
+    gradients, temporaries; CUDA: the allocator's statistics, elsewhere :class:`TensorMemory`).
+    The optimizer's gradients are dropped first, so a training step's gradients count once, as
+    allocated during the call."""
+    state = []
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=True)
+        state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+    resident = [*model.parameters(), *model.buffers(), *state]
+    own = sum(t.numel() * t.element_size() for t in resident)
     if device.type == "cuda":
         _sync(device)
-        resident = torch.cuda.memory_allocated(device)
+        before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
         fn()
         _sync(device)
-        extra = torch.cuda.max_memory_allocated(device) - resident
+        extra = torch.cuda.max_memory_allocated(device) - before
     else:
         with TensorMemory() as memory:
             fn()
@@ -395,8 +409,9 @@ def _train_step(
     autocast,
     compiled: bool,
     fused_adamw: bool = False,
-):
-    """One training step of ``model`` on ``ids`` as a function of no arguments."""
+) -> tuple[Callable[[], None], torch.optim.Optimizer]:
+    """One training step of ``model`` on ``ids`` as a function of no arguments, and the AdamW
+    optimiser it steps."""
     forward = torch.compile(model) if compiled else model
     opt = adamw(list(model.parameters()), lr=1e-4, fused=fused_adamw)  # as training makes it
 
@@ -407,7 +422,7 @@ def _train_step(
         loss.backward()
         opt.step()
 
-    return step
+    return step, opt
 
 
 def bench_train(
@@ -446,16 +461,17 @@ def bench_train(
         batch=batch, seq=seq, compiled=compile, optimizer="fused" if fused_adamw else "foreach"
     )
     ids = torch.randint(4, cfg.vocab_size, (batch, seq + 1), device=device)
-    plain = {
-        k: _train_step(m, ids, device, autocast, False, fused_adamw) for k, m in models.items()
-    }
+    plain, optimizers = {}, {}
+    for k, m in models.items():
+        plain[k], optimizers[k] = _train_step(m, ids, device, autocast, False, fused_adamw)
     counts = {k: _step_counts(fn) for k, fn in plain.items()}
     flops = {k: c[0] for k, c in counts.items()}
     steps = plain
     first_s = {}
     if compile:
         steps = {
-            k: _train_step(m, ids, device, autocast, True, fused_adamw) for k, m in models.items()
+            k: _train_step(m, ids, device, autocast, True, fused_adamw)[0]
+            for k, m in models.items()
         }
         for k, fn in steps.items():
             _sync(device)
@@ -505,7 +521,9 @@ def bench_train(
     out["train_matmul_fraction"] = {
         k: v / out["matmul_flop_per_s"] if v is not None else None for k, v in rates.items()
     }
-    out["train_peak_mib"] = {k: _peak_memory(models[k], plain[k], device) for k in models}
+    out["train_peak_mib"] = {
+        k: _peak_memory(models[k], plain[k], device, optimizers[k]) for k in models
+    }
     return out
 
 
@@ -536,7 +554,9 @@ def bench_density(
     out = _header(name, cfg, device, models, autocast)
     out.update(batch=batch, seq=seq)
     ids = torch.randint(4, cfg.vocab_size, (batch, seq + 1), device=device)
-    steps = {k: _train_step(m, ids, device, autocast, False) for k, m in models.items()}
+    steps, optimizers = {}, {}
+    for k, m in models.items():
+        steps[k], optimizers[k] = _train_step(m, ids, device, autocast, False)
     flops = {k: _step_counts(fn)[0] for k, fn in steps.items()}
     times, ratios = interleaved(
         steps, {"prefix/block": ("prefix", "block")}, device, budget_s=budget_s
@@ -550,7 +570,9 @@ def bench_density(
     )
     out["prefix_flops_over_block"] = flops["prefix"] / flops["block"]
     out["density_step_s"] = {k: statistics.median(v) for k, v in times.items()}
-    out["density_peak_mib"] = {k: _peak_memory(models[k], steps[k], device) for k in models}
+    out["density_peak_mib"] = {
+        k: _peak_memory(models[k], steps[k], device, optimizers[k]) for k in models
+    }
     return out
 
 
