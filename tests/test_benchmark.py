@@ -147,6 +147,11 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
     t = r["tensors"]
     assert t["gpt"] == t["constant_g"] < t["pldr"]
     assert f"in {t['pldr']} tensors" in text
+    # the figure marks the training bar, 1.1 x the FLOP ratio, and the FLOP ratio itself
+    measured, bar, in_flops = figures.benchmark_ratios([r]).data
+    assert list(measured.y) == [0.69] and measured.marker.symbol == ("circle-open",)
+    assert bar.y[0] == pytest.approx(1.1 * r["train_flops_pldr_over_gpt"], abs=1e-4)
+    assert in_flops.y[0] == pytest.approx(r["train_flops_pldr_over_gpt"], abs=1e-4)
 
 
 def test_kernel_calls_count_every_operator_but_views():
@@ -187,8 +192,15 @@ def test_generation_benchmark_on_a_tiny_model_reports_every_mode():
     assert "(bar >= 5x: " in text and "(bar >= 0.95x: " in text
     assert "constant-G kv / GPT kv (ceiling)" in text and "PLDR kv+g / constant-G kv" in text
     json.dumps(benchmark.as_json(r))  # plain data, ready for --json
-    fig = figures.benchmark_ratios([r])
-    assert len(fig.data[0].x) == 4
+    measured, bar = figures.benchmark_ratios([r]).data  # no FLOP ratio for generation
+    assert len(measured.x) == 4
+    # bars: >= 5x for kv+g over none, >= 0.95x for PLDR kv+g over GPT kv and for its ceiling
+    assert [x.split(":")[1].strip() for x in bar.x] == [
+        "kv+g / none (tiny)",
+        "PLDR kv+g / GPT kv (tiny)",
+        "ceiling, constant-G kv / GPT kv (tiny)",
+    ]
+    assert list(bar.y) == [5.0, 0.95, 0.95]
 
 
 @pytest.mark.parametrize(

@@ -608,8 +608,9 @@ def bench_generate(
     ``pldr_kvg_over_constant_g_kv`` and ``constant_g_kv_over_gpt_kv`` as :class:`Ratio` (as
     speed ratios: above 1 means faster; the first two from rounds of the three PLDR modes within
     a third of ``budget_s``, the last three from rounds of the three cached decoders alone
-    within the rest, since ratios near 1 need the most rounds), ``generate_tokens_per_s``
-    (medians) and ``generate_peak_mib``.
+    within the rest, since ratios near 1 need the most rounds), ``generate_tokens_per_s`` (new
+    tokens over the median time of a whole ``generate`` call, the prompt's pass included) and
+    ``generate_peak_mib``.
 
     Raises ``ValueError`` when the prompt and the new tokens do not fit in
     ``max_position_embeddings``.
@@ -782,7 +783,7 @@ def report(r: dict) -> str:
         kvg, over_gpt = r["kvg_over_none"], r["pldr_kvg_over_gpt_kv"]
         lines += [
             f"generate ({r['new_tokens']} tokens after a {r['prompt_len']}-token prompt; "
-            "tokens/s: "
+            "new tokens/s, prompt's pass included: "
             + ", ".join(f"{k} {v:.0f}" for k, v in r["generate_tokens_per_s"].items())
             + ")",
             _line(

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .benchmark import Ratio
+from .benchmark import BARS, Ratio
 from .diagnostics import DEDUCTIVE, DeductiveProfile, HeadProfile
 from .memories import SlotReport, lift_labels
 from .symmetry import SymmetryProfile, input_contour
@@ -1159,10 +1159,12 @@ def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = Tr
 def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
     """The ratios of :mod:`kvattn.benchmark` results as a dot plot on a log axis: the median of
     each ratio with its quartiles as error bars; a flagged ratio (impossible, implausible or
-    unstable) is drawn hollow, and its hover text says why. Dotted line: 1; dashed: the papers'
-    goals for generation, 3× (KV + G cache over no cache) and 0.9× (PLDR-LLM over GPT). The
-    ceiling is the constant-G model's decoding speed over GPT's, the most that PLDR-LLM with the
-    KV + G cache can reach (see :func:`~kvattn.benchmark.bench_generate`).
+    unstable) is drawn hollow, and its hover text says why. A dash marks each ratio's target in
+    :data:`~kvattn.benchmark.BARS` (for the training step, 1.1 × its FLOP ratio, which a diamond
+    marks), the ceiling being held to its ratio's bar; a dotted line marks 1. The ceiling is the
+    constant-G model's decoding speed over GPT's, the most that PLDR-LLM with the KV + G cache
+    can reach (see :func:`~kvattn.benchmark.bench_generate`). Training lines are time ratios
+    (the lower the better), generation lines speed ratios (the higher the better).
 
     ``results``: dicts from :func:`~kvattn.benchmark.bench_train` and/or
     :func:`~kvattn.benchmark.bench_generate`; ratios a result does not hold are skipped.
@@ -1174,44 +1176,72 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         "pldr_kvg_over_gpt_kv": "generate: PLDR kv+g / GPT kv",
         "constant_g_kv_over_gpt_kv": "generate: ceiling, constant-G kv / GPT kv",
     }
-    points = [
-        (f"{label} ({r['config']})", r[key])
-        for r in results
-        for key, label in metrics.items()
-        if isinstance(r.get(key), Ratio)
-    ]
+    bars = {
+        "kvg_over_none": BARS["kvg_over_none"],
+        "pldr_kvg_over_gpt_kv": BARS["pldr_kvg_over_gpt_kv"],
+        "constant_g_kv_over_gpt_kv": BARS["pldr_kvg_over_gpt_kv"],
+    }
+    points = []  # (name, ratio, bar or None, FLOP ratio or None)
+    for r in results:
+        for key, label in metrics.items():
+            if not isinstance(r.get(key), Ratio):
+                continue
+            flops = r.get("train_flops_pldr_over_gpt") if key == "train_pldr_over_gpt" else None
+            bar = BARS["train_over_flops"] * flops if flops else bars.get(key)
+            points.append((f"{label} ({r['config']})", r[key], bar, flops))
     if not points:
         raise ValueError("results hold no benchmark ratios (expected bench_train/bench_generate)")
     fig = go.Figure(
         go.Scatter(
-            x=[name for name, _ in points],
-            y=[round(r.median, 4) for _, r in points],
+            x=[name for name, *_ in points],
+            y=[round(r.median, 4) for _, r, *_ in points],
+            name="measured (median, quartiles)",
             mode="markers",
             marker=dict(
                 size=12,
                 color="#0072B2",
-                symbol=["circle-open" if r.flag else "circle" for _, r in points],
+                symbol=["circle-open" if r.flag else "circle" for _, r, *_ in points],
             ),
             error_y=dict(
                 type="data",
                 symmetric=False,
-                array=[round(r.q3 - r.median, 4) for _, r in points],
-                arrayminus=[round(r.median - r.q1, 4) for _, r in points],
+                array=[round(r.q3 - r.median, 4) for _, r, *_ in points],
+                arrayminus=[round(r.median - r.q1, 4) for _, r, *_ in points],
                 color="#555555",
                 thickness=1.5,
             ),
-            text=[f"⚠ {r.flag}" if r.flag else f"{r.rounds} rounds" for _, r in points],
+            text=[f"⚠ {r.flag}" if r.flag else f"{r.rounds} rounds" for _, r, *_ in points],
             hovertemplate="%{x}: %{y:.2f}×<br>%{text}<extra></extra>",
         )
     )
+    for name, column, symbol, color in (
+        ("the course's bar", 2, "line-ew-open", "#D55E00"),
+        ("in FLOPs", 3, "diamond-open", "#009E73"),
+    ):
+        marked = [(p[0], p[column]) for p in points if p[column] is not None]
+        if marked:
+            fig.add_trace(
+                go.Scatter(
+                    x=[x for x, _ in marked],
+                    y=[round(y, 4) for _, y in marked],
+                    name=name,
+                    mode="markers",
+                    marker=dict(
+                        size=22 if column == 2 else 10,
+                        symbol=symbol,
+                        color=color,
+                        line=dict(width=3 if column == 2 else 1.5, color=color),
+                    ),
+                    hovertemplate=f"%{{x}}: {name} %{{y:.2f}}×<extra></extra>",
+                )
+            )
     fig.add_hline(y=1, line_dash="dot", line_color="#888888")
-    fig.add_hline(y=3, line_dash="dash", line_color="#D55E00")
-    fig.add_hline(y=0.9, line_dash="dash", line_color="#0072B2")
     fig.update_yaxes(type="log")
     fig.update_layout(
-        title="Ratios: medians and quartiles (hollow: flagged)",
+        title="Ratios: medians and quartiles (hollow: flagged), with the course's bars",
         yaxis_title="ratio",
-        height=440,
+        height=480,
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
         **LAYOUT,
     )
     return fig
