@@ -147,6 +147,10 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
     t = r["tensors"]
     assert t["gpt"] == t["constant_g"] < t["pldr"]
     assert f"in {t['pldr']} tensors" in text
+    # a steady foreach AdamW step holds weights, gradients, two moments and at least one
+    # temporary per weight: more than 20 bytes per weight (16 without the moments)
+    peak = r["train_peak_mib"]
+    assert all(peak[k] > 20 * r["parameters"][k] / 2**20 for k in peak)
     # the figure marks the training bar, 1.1 x the FLOP ratio, and the FLOP ratio itself
     measured, bar, in_flops = figures.benchmark_ratios([r]).data
     assert list(measured.y) == [0.69] and measured.marker.symbol == ("circle-open",)
@@ -301,19 +305,30 @@ def test_training_peak_memory_on_the_cpu_counts_the_metric_learner():
     assert peak["pldr"] > peak["constant_g"]  # the metric learner's saved activations
 
 
-def test_training_peak_memory_counts_adamw_moments_once_whenever_they_were_made():
-    # the first step makes AdamW's two moments per weight during the measured call, later steps
-    # find them resident: both count them, 2 x the weights in float32, and only once
+def test_training_peak_memory_counts_what_a_steady_step_holds():
+    # in a steady step weights, gradients and AdamW's two moments are alive at once: 4 floats
+    # per weight at least, 2 more than without the optimiser's state
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
     model = benchmark._models(cfg, CPU)["gpt"]
     weights = model.num_parameters() * 4 / 2**20
     ids = torch.randint(4, cfg.vocab_size, (2, 17))
-    step, opt = benchmark._train_step(model, ids, CPU, None, False)
-    first = benchmark._peak_memory(model, step, CPU, opt)
-    later = benchmark._peak_memory(model, step, CPU, opt)
-    without = benchmark._peak_memory(model, step, CPU)  # weights and the step's allocations
-    assert later == pytest.approx(first, rel=0.01)
-    assert later - without == pytest.approx(2 * weights, rel=0.01)
+    step, opt = benchmark._train_step(model, ids, CPU, None, False, fused_adamw=True)
+    step()
+    steady = benchmark._peak_memory(model, step, CPU, opt)
+    without_moments = benchmark._peak_memory(model, step, CPU)
+    assert steady > 4 * weights
+    assert steady - without_moments == pytest.approx(2 * weights, rel=0.01)
+
+
+def test_tensor_memory_counts_resident_tensors_until_they_are_freed():
+    kept, dropped = torch.zeros(2**18), [torch.zeros(2**18)]  # 1 MiB each
+    with benchmark.TensorMemory([kept, dropped[0], kept[:10]]) as memory:
+        assert memory.live == 2 * 2**20  # a view shares its storage: counted once
+        dropped.clear()  # freed: 1 MiB less alive
+        made = [torch.ones(2**18)]  # 1 MiB more
+        assert memory.live == 2 * 2**20 and memory.peak == 2 * 2**20
+        made.append(made[0] * 2)
+        assert memory.live == memory.peak == 3 * 2**20
 
 
 def test_matmul_rate_is_the_flops_of_one_product_over_its_fastest_time(monkeypatch):
@@ -397,6 +412,9 @@ def test_prefix_density_costs_more_than_the_block_density():
     # one metric-learner pass per position instead of one per block
     assert r["prefix_flops_over_block"] > 1.5
     assert r["density_peak_mib"]["prefix"] > r["density_peak_mib"]["block"]
+    # a steady foreach AdamW step holds weights, gradients, two moments and at least one
+    # temporary per weight: more than 20 bytes per weight (16 without the moments)
+    assert all(v > 20 * r["parameters"][k] / 2**20 for k, v in r["density_peak_mib"].items())
     assert "step time prefix / block" in benchmark.report(r)
     json.dumps(benchmark.as_json(r))
 

@@ -27,10 +27,11 @@ Ratios reported, per configuration:
   cache over GPT with its KV cache, split at the constant-G model with its KV cache (which does
   per generated token exactly the work that the KV + G cache leaves: GPT's plus one ``q G_LM``
   product per layer), whose speed over GPT's is the best that ratio can reach;
-* peak memory of each model: its own parameters and buffers (and for a training step AdamW's
-  two moments per parameter) plus what the measured call allocates on top of them (on CUDA
-  from the allocator's statistics, elsewhere by :class:`TensorMemory`, which adds up the
-  storages of the tensors alive at once);
+* peak memory of each model: the most alive at once during the measured call, of what the
+  model holds when it starts (weights, buffers, and for a training step the last step's
+  gradients and AdamW's two moments per weight) and of what the call allocates (on CUDA from
+  the allocator's statistics, elsewhere by :class:`TensorMemory`, which adds up the storages
+  of the tensors alive at once);
 * each model's achieved FLOP/s as a fraction of the FLOP/s that one large square matrix product
   reaches on the same device and dtype (:func:`matmul_rate`: the device's practical peak,
   measured, rather than a datasheet number);
@@ -64,7 +65,7 @@ import statistics
 import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -256,18 +257,31 @@ class TensorMemory(TorchDispatchMode):
     """Peak bytes of tensor storage alive at once while the mode is active, on any device.
 
     Every storage that an operation returns is counted once (views and in-place results share
-    it) from its creation until it is freed; ``peak`` is the largest total seen, ``live`` the
-    total now. Storages that existed before the mode started are not counted, so ``peak`` is
-    what the code inside allocates *on top* of what was resident (saved activations, gradients,
-    temporaries). Allocator caching and fragmentation are not seen: on CUDA the allocator's
-    own statistics say more.
+    it) from its creation until it is freed, and so is every storage of the ``resident`` tensors
+    given (those made before, such as weights, gradients and optimiser state) from the start
+    until it is freed; ``peak`` is the largest total seen, ``live`` the total now. Storages that
+    existed before and are not in ``resident`` are not counted. Allocator caching and
+    fragmentation are not seen: on CUDA the allocator's own statistics say more.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, resident: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
         self.live = 0
         self.peak = 0
         self._seen: set[tuple[str, int]] = set()
+        for t in resident:
+            self._track(t)
+
+    def _track(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr())
+        nbytes = storage.nbytes()
+        if nbytes == 0 or key in self._seen:
+            return
+        self._seen.add(key)
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(storage, self._free, key, nbytes)
 
     def _free(self, key: tuple[str, int], nbytes: int) -> None:
         self._seen.discard(key)
@@ -276,17 +290,8 @@ class TensorMemory(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
-            storage = t.untyped_storage()
-            key = (str(t.device), storage.data_ptr())
-            nbytes = storage.nbytes()
-            if nbytes == 0 or key in self._seen:
-                continue
-            self._seen.add(key)
-            self.live += nbytes
-            self.peak = max(self.peak, self.live)
-            weakref.finalize(storage, self._free, key, nbytes)
+            if isinstance(t, torch.Tensor):
+                self._track(t)
         return out
 
 
@@ -314,30 +319,33 @@ def _peak_memory(
     device: torch.device,
     optimizer: torch.optim.Optimizer | None = None,
 ) -> float:
-    """Peak memory of ``fn()`` in MiB attributable to ``model``: what stays resident between
-    calls (its parameters and buffers, and ``optimizer``'s state: AdamW's two moments per
-    parameter) plus the peak allocated on top of it during the call (saved activations,
-    gradients, temporaries; CUDA: the allocator's statistics, elsewhere :class:`TensorMemory`).
-    The optimizer's gradients are dropped first, so a training step's gradients count once, as
-    allocated during the call."""
+    """Peak memory of ``fn()`` in MiB attributable to ``model``: what is resident when the call
+    starts (its parameters, buffers and gradients, and ``optimizer``'s state on ``device``, for
+    AdamW two moments per parameter), for as long as it stays alive, plus what the call
+    allocates (saved activations, new gradients, temporaries). A training step frees the last
+    step's gradients only after its forward pass, so both sets can be alive at once, as in
+    training. CUDA: the allocator's statistics; elsewhere :class:`TensorMemory`."""
     state = []
     if optimizer is not None:
-        optimizer.zero_grad(set_to_none=True)
-        state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
-    resident = [*model.parameters(), *model.buffers(), *state]
-    own = sum(t.numel() * t.element_size() for t in resident)
+        state = [
+            t
+            for s in optimizer.state.values()
+            for t in s.values()
+            if torch.is_tensor(t) and t.device.type == device.type  # not foreach's CPU steps
+        ]
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    resident = [*model.parameters(), *model.buffers(), *grads, *state]
     if device.type == "cuda":
+        own = sum(t.untyped_storage().nbytes() for t in resident)
         _sync(device)
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
         fn()
         _sync(device)
-        extra = torch.cuda.max_memory_allocated(device) - before
-    else:
-        with TensorMemory() as memory:
-            fn()
-        extra = memory.peak
-    return (own + extra) / 2**20
+        return (own + torch.cuda.max_memory_allocated(device) - before) / 2**20
+    with TensorMemory(resident) as memory:
+        fn()
+    return memory.peak / 2**20
 
 
 def matmul_rate(

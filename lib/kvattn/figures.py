@@ -1159,9 +1159,10 @@ def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = Tr
 def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
     """The ratios of :mod:`kvattn.benchmark` results as a dot plot on a log axis: the median of
     each ratio with its quartiles as error bars; a flagged ratio (impossible, implausible or
-    unstable) is drawn hollow, and its hover text says why. A dash marks each ratio's target in
-    :data:`~kvattn.benchmark.BARS` (for the training step, 1.1 × its FLOP ratio, which a diamond
-    marks), the ceiling being held to its ratio's bar; a dotted line marks 1. The ceiling is the
+    unstable) is drawn hollow, and its hover text says why. A dash marks the target in
+    :data:`~kvattn.benchmark.BARS` of each ratio that has one (for the training step, its FLOP
+    ratio, which a diamond marks, times ``BARS["train_over_flops"]``), the ceiling being held to
+    the bar of the ratio it bounds; a dotted line marks 1. The ceiling is the
     constant-G model's decoding speed over GPT's, the most that PLDR-LLM with the KV + G cache
     can reach (see :func:`~kvattn.benchmark.bench_generate`). Training lines are time ratios
     (the lower the better), generation lines speed ratios (the higher the better).
