@@ -1162,10 +1162,10 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
     unstable) is drawn hollow, and its hover text says why. A dash marks the target in
     :data:`~kvattn.benchmark.BARS` of each ratio that has one (for the training step, its FLOP
     ratio, which a diamond marks, times ``BARS["train_over_flops"]``), the ceiling being held to
-    the bar of the ratio it bounds; a dotted line marks 1. The ceiling is the
-    constant-G model's decoding speed over GPT's, the most that PLDR-LLM with the KV + G cache
-    can reach (see :func:`~kvattn.benchmark.bench_generate`). Training lines are time ratios
-    (the lower the better), generation lines speed ratios (the higher the better).
+    the bar of the ratio it bounds; a dotted line marks 1. The ceiling is the constant-G
+    model's decoding speed over GPT's, the most that PLDR-LLM with the KV + G cache can reach
+    (see :func:`~kvattn.benchmark.bench_generate`). Training lines are time ratios (the lower
+    the better), generation lines speed ratios (the higher the better).
 
     ``results``: dicts from :func:`~kvattn.benchmark.bench_train` and/or
     :func:`~kvattn.benchmark.bench_generate`; ratios a result does not hold are skipped.
@@ -1215,9 +1215,9 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
             hovertemplate="%{x}: %{y:.2f}×<br>%{text}<extra></extra>",
         )
     )
-    for name, column, symbol, color in (
-        ("the course's bar", 2, "line-ew-open", "#D55E00"),
-        ("in FLOPs", 3, "diamond-open", "#009E73"),
+    for name, column, symbol, color, size, width in (
+        ("the course's bar", 2, "line-ew-open", "#D55E00", 22, 3),
+        ("in FLOPs", 3, "diamond-open", "#009E73", 10, 1.5),
     ):
         marked = [(p[0], p[column]) for p in points if p[column] is not None]
         if marked:
@@ -1227,12 +1227,7 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
                     y=[round(y, 4) for _, y in marked],
                     name=name,
                     mode="markers",
-                    marker=dict(
-                        size=22 if column == 2 else 10,
-                        symbol=symbol,
-                        color=color,
-                        line=dict(width=3 if column == 2 else 1.5, color=color),
-                    ),
+                    marker=dict(size=size, symbol=symbol, color=color, line=dict(width=width)),
                     hovertemplate=f"%{{x}}: {name} %{{y:.2f}}×<extra></extra>",
                 )
             )
