@@ -1196,7 +1196,7 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         go.Scatter(
             x=[name for name, *_ in points],
             y=[round(r.median, 4) for _, r, *_ in points],
-            name="measured (median, quartiles)",
+            name="measured",
             mode="markers",
             marker=dict(
                 size=12,
@@ -1216,8 +1216,8 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         )
     )
     for name, column, symbol, color, size, width in (
-        ("the course's bar", 2, "line-ew-open", "#D55E00", 22, 3),
-        ("in FLOPs", 3, "diamond-open", "#009E73", 10, 1.5),
+        ("course's bar", 2, "line-ew-open", "#D55E00", 22, 3),
+        ("FLOP ratio", 3, "diamond-open", "#009E73", 10, 1.5),
     ):
         marked = [(p[0], p[column]) for p in points if p[column] is not None]
         if marked:
@@ -1238,7 +1238,7 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         yaxis_title="ratio",
         height=480,
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
-        **LAYOUT,
+        **{**LAYOUT, "margin": {**LAYOUT["margin"], "t": 110}},  # room for the legend's row
     )
     return fig
 
