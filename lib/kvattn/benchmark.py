@@ -336,7 +336,7 @@ def _peak_memory(
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     resident = [*model.parameters(), *model.buffers(), *grads, *state]
     if device.type == "cuda":
-        own = sum(t.untyped_storage().nbytes() for t in resident)
+        own = TensorMemory(resident).live  # each storage once, as counted on the CPU
         _sync(device)
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
