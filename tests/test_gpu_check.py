@@ -71,12 +71,57 @@ def test_recorded_table():
         "notebooks": {"01_key_value_memories": {"seconds": 12.4, "cells_raised": [],
                                                 "outputs_differ": ["Cell 7"]}},
         "benchmark": {"exit_code": 0, "report": "== tiny on cuda\n"},
+        "mode": "full",
     }  # fmt: skip
     text = gpu_check.markdown(results)
     assert "on 2026-12-01: NVIDIA H200 (139.8 GiB, compute capability 9.0" in text
+    assert "Chapters in full mode, one at a time:" in text
     assert "| 01_key_value_memories | 12 | none | Cell 7 |" in text
     assert "850 passed, 0 failed, 0 errors, 0 skipped in 61 s" in text
     assert text.endswith("```text\n== tiny on cuda\n```\n")
+
+    # a run of some steps (--steps) records those alone
+    del results["tests"], results["benchmark"]
+    text = gpu_check.markdown(results)
+    assert "| 01_key_value_memories |" in text
+    assert "Library tests" not in text and "Benchmark" not in text
+
+
+def test_wheels_are_the_pinned_versions(tmp_path):
+    """The packages brought to a bare GPU machine are those requirements.txt pins, so it runs the
+    tests and chapters with CI's versions; an unpinned one is refused by name."""
+    assert gpu_check.pins(("nbval", "ipykernel")) == ["nbval==0.11.0", "ipykernel==6.31.0"]
+    assert len(gpu_check.pins(gpu_check.BROUGHT)) == len(gpu_check.BROUGHT)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("plotly==7.1.0  # a comment\nnbval\n")
+    assert gpu_check.pins(("plotly",), requirements) == ["plotly==7.1.0"]
+    with pytest.raises(SystemExit, match=r"pins no version of \['nbval'\]"):
+        gpu_check.pins(("nbval",), requirements)
+
+
+def test_the_tests_run_on_a_gpu_need_none_of_the_book_packages():
+    """The ``tests`` step runs every test module but the tooling ones on a machine that has only
+    the library's packages and the brought ones: none of those modules may import the book's
+    (a new one that does belongs in BOOK_TESTS), and every module named there exists."""
+    import ast
+
+    # the book's packages, and book/_ext's module that drives its execution
+    book_only = {
+        *("jupyter_book", "myst_nb", "sphinx", "pybtex", "nbclient", "playwright"),
+        "notebook_execution",
+    }
+    for name in gpu_check.BOOK_TESTS:
+        assert (ROOT / "tests" / name).is_file(), name
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        if path.name in gpu_check.BOOK_TESTS:
+            continue
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+        assert not imported & book_only, (path.name, imported & book_only)
 
 
 def test_refuses_to_run_without_a_gpu(monkeypatch):

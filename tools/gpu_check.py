@@ -6,19 +6,32 @@ chapters' analysis) are checked here, by hand, whenever a GPU is at hand:
     .venv/bin/python tools/gpu_check.py           # on a CUDA machine, after `make venv`
     .venv/bin/python tools/gpu_check.py --record  # also write book/_gpu_runs.md
 
-Three steps, each timed; the script goes on after a failure and exits non-zero if any step failed:
+Three steps (``--steps`` picks some), each timed; the script goes on after a failure and exits
+non-zero if any step failed:
 
-1. the library tests (those marked "needs CUDA" run only here; the rest run again on CUDA-capable
-   torch), with pytest-xdist;
-2. every notebook of the table of contents, executed under nbval in fast mode on the GPU (the
-   chapters pick CUDA by themselves), one notebook at a time so that each chapter's time is its own;
-   a chapter *fails* when a cell raises, and its checked outputs (recorded on a CPU) are reported
+1. ``tests``: the library tests (those marked "needs CUDA" run only here; the rest run again on
+   CUDA-capable torch), with pytest-xdist; the book's tooling tests (:data:`BOOK_TESTS`) are left
+   to CI;
+2. ``notebooks``: every notebook of the table of contents, executed under nbval on the GPU (the
+   chapters pick CUDA by themselves), one notebook at a time so that each chapter's time is its
+   own, in fast mode or (``--mode full``, what a reader runs in Colab) full mode; a chapter
+   *fails* when a cell raises, and its checked outputs (recorded on a CPU) are reported
    separately, since float rounding on a GPU may change their last digits;
-3. ``python -m kvattn.benchmark`` for the tiny, mid and published 110M configurations.
+3. ``benchmark``: ``python -m kvattn.benchmark`` for the tiny, mid and published 110M
+   configurations.
 
 Everything goes to ``_build/gpu_check/`` (logs, JUnit XML, ``results.json``). ``--record`` also
 renders the results as a Markdown table into ``book/_gpu_runs.md``, which the book's
 *Execution times* page includes: commit that file to publish the run.
+
+A GPU machine without network access (and without ``make venv``) needs the test and notebook
+packages brought along: ``python tools/gpu_check.py --wheels`` (here, with network) downloads
+them, at requirements.txt's pins, as CPython 3.12 wheels into ``.whl/`` (git-ignored, about
+30 MiB). There, with that folder beside the repository and the machine's own Python holding a
+CUDA torch, run::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    PYTHONPATH=/tmp/site:$PWD/lib python3 tools/gpu_check.py --record
 """
 
 from __future__ import annotations
@@ -37,6 +50,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "_build" / "gpu_check"
 RECORD = ROOT / "book" / "_gpu_runs.md"
+WHEELS = ROOT / ".whl"
+STEPS = ("tests", "notebooks", "benchmark")
+#: What a bare GPU machine with PyTorch may lack to run the steps; their dependencies come along.
+#: Versions are requirements.txt's, so the machine runs what CI runs.
+BROUGHT = ("pytest", "pytest-xdist", "nbval", "hypothesis", "ipykernel", "plotly", "ipywidgets")
+#: Tests of the book's own tooling (Jupyter Book, Sphinx, a browser, pip builds), which CI runs and
+#: a GPU machine need not have: the ``tests`` step leaves them out.
+BOOK_TESTS = (
+    "test_browser.py",
+    "test_build.py",
+    "test_built_html.py",
+    "test_docs.py",
+    "test_install.py",
+    "test_notebooks.py",
+    "test_publish.py",
+)
 
 
 def run(
@@ -80,6 +109,43 @@ def notebook_result(path: Path) -> dict:
     return {"cells_raised": raised, "outputs_differ": differ}
 
 
+def pins(names: tuple[str, ...], requirements: Path = ROOT / "requirements.txt") -> list[str]:
+    """``name==version`` for each of ``names``, as ``requirements`` pins it.
+
+    Raises ``SystemExit`` naming the packages it pins no version of."""
+    pinned = {}
+    for line in requirements.read_text().splitlines():
+        spec = line.split("#")[0].strip()
+        if "==" in spec:
+            name, version = (part.strip() for part in spec.split("=="))
+            pinned[name.lower()] = f"{name}=={version}"
+    missing = [n for n in names if n.lower() not in pinned]
+    if missing:
+        raise SystemExit(f"gpu_check: {requirements.name} pins no version of {missing}")
+    return [pinned[n.lower()] for n in names]
+
+
+def download_wheels(dest: Path = WHEELS, python: str = "3.12") -> list[Path]:
+    """Download :data:`BROUGHT` and everything they need, as binary wheels for CPython ``python``
+    on x86-64 Linux, into ``dest`` (emptied of earlier wheels first: two versions of a package
+    would stop the install). Returns the wheels."""
+    dest.mkdir(exist_ok=True)
+    for old in dest.glob("*.whl"):
+        old.unlink()
+    platforms = [f"manylinux_2_{n}_x86_64" for n in (35, 34, 31, 28, 27, 26, 24, 17, 12, 5)] + [
+        "manylinux2014_x86_64",
+        "manylinux2010_x86_64",
+        "manylinux1_x86_64",
+    ]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+         "--python-version", python, "--implementation", "cp",
+         *(f"--platform={p}" for p in platforms), "--dest", str(dest), *pins(BROUGHT)],
+        check=True,
+    )  # fmt: skip
+    return sorted(dest.glob("*.whl"))
+
+
 def toc_notebooks() -> list[Path]:
     """The notebooks of ``_toc.yml``, in reading order (tools/notebooks.py decides which)."""
     sys.path.insert(0, str(ROOT / "tools"))
@@ -108,32 +174,42 @@ def device_facts() -> dict:
 
 
 def markdown(results: dict) -> str:
-    """The recorded run as the Markdown the execution-times page includes."""
+    """The recorded run as the Markdown the execution-times page includes (the steps it ran)."""
     d = results["device"]
     lines = [
         f"Recorded with `tools/gpu_check.py` on {d['date']}: {d['gpu']} ({d['memory_gib']} GiB, "
-        f"compute capability {d['capability']}, autocast {d['autocast']}), torch {d['torch']}, "
-        "fast mode.",
-        "",
-        "| chapter | seconds | cells that raised | checked outputs that differ |",
-        "|---|---:|---|---|",
+        f"compute capability {d['capability']}, autocast {d['autocast']}), torch {d['torch']}."
     ]
-    for name, r in results["notebooks"].items():
-        lines.append(
-            f"| {name} | {r['seconds']:.0f} | {', '.join(r['cells_raised']) or 'none'} "
-            f"| {', '.join(r['outputs_differ']) or 'none'} |"
-        )
-    t = results["tests"]
-    lines += [
-        "",
-        f"Library tests: {t['passed']} passed, {t['failed']} failed, {t['errors']} errors, "
-        f"{t['skipped']} skipped in {t['seconds']:.0f} s. Benchmark (`python -m kvattn.benchmark"
-        f" --configs tiny mid 110M`): exit code {results['benchmark']['exit_code']}; its report:",
-        "",
-        "```text",
-        results["benchmark"]["report"].rstrip(),
-        "```",
-    ]
+    if "notebooks" in results:
+        lines += [
+            "",
+            f"Chapters in {results['mode']} mode, one at a time:",
+            "",
+            "| chapter | seconds | cells that raised | checked outputs that differ |",
+            "|---|---:|---|---|",
+        ]
+        for name, r in results["notebooks"].items():
+            lines.append(
+                f"| {name} | {r['seconds']:.0f} | {', '.join(r['cells_raised']) or 'none'} "
+                f"| {', '.join(r['outputs_differ']) or 'none'} |"
+            )
+    if "tests" in results:
+        t = results["tests"]
+        lines += [
+            "",
+            f"Library tests: {t['passed']} passed, {t['failed']} failed, {t['errors']} errors, "
+            f"{t['skipped']} skipped in {t['seconds']:.0f} s.",
+        ]
+    if "benchmark" in results:
+        lines += [
+            "",
+            "Benchmark (`python -m kvattn.benchmark --configs tiny mid 110M`): exit code "
+            f"{results['benchmark']['exit_code']}; its report:",
+            "",
+            "```text",
+            results["benchmark"]["report"].rstrip(),
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -142,59 +218,83 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--record", action="store_true", help=f"write {RECORD.relative_to(ROOT)}")
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
+    parser.add_argument(
+        "--mode", choices=("fast", "full"), default="fast", help="the chapters' mode (KVATTN_FAST)"
+    )
     parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per benchmark cell")
+    parser.add_argument(
+        "--wheels",
+        action="store_true",
+        help=f"only download the packages a bare GPU machine lacks into {WHEELS.name}/ (no GPU "
+        "needed), then stop",
+    )
     args = parser.parse_args(argv)
+    if args.wheels:
+        wheels = download_wheels()
+        size = sum(w.stat().st_size for w in wheels) / 2**20
+        print(f"{len(wheels)} wheels, {size:.1f} MiB, in {WHEELS.relative_to(ROOT)}/")
+        return 0
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"device": device_facts()}
+    results = {"device": device_facts(), "mode": args.mode}
     py = sys.executable
-    env = {**os.environ, "KVATTN_FAST": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "KVATTN_FAST": "1" if args.mode == "fast" else "0", "OMP_NUM_THREADS": "1"}
+    failed = False
 
-    code, seconds = run(
-        [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "not built and not browser",
-         "-n", str(args.workers), f"--junitxml={OUT / 'tests.xml'}", "tests"],
-        OUT / "tests.log", env,
-    )  # fmt: skip
-    results["tests"] = {**junit_counts(OUT / "tests.xml"), "seconds": seconds, "exit_code": code}
-    print(f"library tests: {results['tests']}", flush=True)
-
-    nb_dir = OUT / "nbval"
-    subprocess.run([py, "tools/notebooks.py", "--with-expected", str(nb_dir)], cwd=ROOT, check=True)
-    results["notebooks"] = {}
-    for path in toc_notebooks():
-        name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
+    if "tests" in args.steps:
         code, seconds = run(
-            [py, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
-             "--nbval-cell-timeout=900", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
-             f"--junitxml={xml}", str(copy)],
-            OUT / f"{name}.log", env,
+            [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "not built and not browser",
+             "-n", str(args.workers), f"--junitxml={OUT / 'tests.xml'}",
+                 *(f"--ignore=tests/{name}" for name in BOOK_TESTS), "tests"],
+            OUT / "tests.log", env,
         )  # fmt: skip
-        results["notebooks"][name] = {**notebook_result(xml), "seconds": seconds}
-        print(f"{name}: {results['notebooks'][name]}", flush=True)
+        results["tests"] = {
+            **junit_counts(OUT / "tests.xml"),
+            "seconds": seconds,
+            "exit_code": code,
+        }
+        print(f"library tests: {results['tests']}", flush=True)
+        failed |= code != 0
 
-    bench_json = OUT / "benchmark.json"
-    code, seconds = run(
-        [py, "-m", "kvattn.benchmark", "--configs", "tiny", "mid", "110M", "--budget",
-         str(args.budget), "--json", str(bench_json)],
-        OUT / "benchmark.log", {**os.environ},
-    )  # fmt: skip
-    results["benchmark"] = {
-        "exit_code": code,
-        "seconds": seconds,
-        "report": (OUT / "benchmark.log").read_text(),
-        "results": json.loads(bench_json.read_text()) if bench_json.exists() else None,
-    }
-    print(results["benchmark"]["report"], flush=True)
+    if "notebooks" in args.steps:
+        nb_dir = OUT / "nbval"
+        subprocess.run(
+            [py, "tools/notebooks.py", "--with-expected", str(nb_dir)], cwd=ROOT, check=True
+        )
+        results["notebooks"] = {}
+        for path in toc_notebooks():
+            name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
+            code, seconds = run(
+                [py, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
+                 "--nbval-cell-timeout=900", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
+                 f"--junitxml={xml}", str(copy)],
+                OUT / f"{name}.log", env,
+            )  # fmt: skip
+            results["notebooks"][name] = {**notebook_result(xml), "seconds": seconds}
+            print(f"{name}: {results['notebooks'][name]}", flush=True)
+            failed |= bool(results["notebooks"][name]["cells_raised"])
+
+    if "benchmark" in args.steps:
+        bench_json = OUT / "benchmark.json"
+        code, seconds = run(
+            [py, "-m", "kvattn.benchmark", "--configs", "tiny", "mid", "110M", "--budget",
+             str(args.budget), "--json", str(bench_json)],
+            OUT / "benchmark.log", {**os.environ},
+        )  # fmt: skip
+        results["benchmark"] = {
+            "exit_code": code,
+            "seconds": seconds,
+            "report": (OUT / "benchmark.log").read_text(),
+            "results": json.loads(bench_json.read_text()) if bench_json.exists() else None,
+        }
+        print(results["benchmark"]["report"], flush=True)
+        failed |= code != 0
 
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
     if args.record:
         RECORD.write_text(markdown(results))
         print(f"recorded in {RECORD.relative_to(ROOT)}")
-    failed = (
-        results["tests"]["exit_code"] != 0
-        or any(r["cells_raised"] for r in results["notebooks"].values())
-        or code != 0
-    )
     return 1 if failed else 0
 
 
