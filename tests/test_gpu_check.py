@@ -128,3 +128,39 @@ def test_refuses_to_run_without_a_gpu(monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     with pytest.raises(SystemExit, match="no CUDA device"):
         gpu_check.device_facts()
+
+
+def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
+    """``--steps`` runs some steps; ``--add`` keeps the last run's others, so two short runs
+    record what one long one would (here with the GPU and the commands faked)."""
+    monkeypatch.setattr(gpu_check, "OUT", tmp_path)
+    monkeypatch.setattr(gpu_check, "RECORD", tmp_path / "_gpu_runs.md")
+    device = {"date": "2026-12-02", "gpu": "NVIDIA H200", "memory_gib": 139.8, "capability": "9.0"}
+    device.update(autocast="torch.bfloat16", torch="2.13.0+cu130")
+    monkeypatch.setattr(gpu_check, "device_facts", lambda: dict(device))
+    commands = []
+
+    def fake_run(cmd, log, env=None, timeout=1800):
+        commands.append(cmd)
+        log.write_text("== tiny on cuda\n")
+        for arg in cmd:
+            if arg.startswith("--junitxml="):
+                xml = '<testsuite tests="5" failures="1" errors="0" skipped="1"></testsuite>'
+                Path(arg.split("=", 1)[1]).write_text(xml)
+        return (1 if "pytest" in cmd else 0), 42.0
+
+    monkeypatch.setattr(gpu_check, "run", fake_run)
+    with pytest.raises(SystemExit, match=r"no earlier run's results\.json"):
+        gpu_check.main(["--steps", "tests", "--add"])
+    assert gpu_check.main(["--steps", "benchmark"]) == 0
+    assert gpu_check.main(["--steps", "tests", "--add", "--record"]) == 1  # a test failed
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["benchmark"]["exit_code"] == 0 and results["tests"]["failed"] == 1
+    tests_cmd = commands[1]
+    assert "--ignore=tests/test_browser.py" in tests_cmd and "-n" in tests_cmd
+    text = (tmp_path / "_gpu_runs.md").read_text()
+    assert "3 passed, 1 failed, 0 errors, 1 skipped in 42 s" in text and "== tiny on cuda" in text
+
+    device["gpu"] = "NVIDIA A100"  # a run on another GPU cannot add to that one
+    with pytest.raises(SystemExit, match="the last run was on NVIDIA H200"):
+        gpu_check.main(["--steps", "benchmark", "--add"])

@@ -22,7 +22,8 @@ non-zero if any step failed:
 
 Everything goes to ``_build/gpu_check/`` (logs, JUnit XML, ``results.json``). ``--record`` also
 renders the results as a Markdown table into ``book/_gpu_runs.md``, which the book's
-*Execution times* page includes: commit that file to publish the run.
+*Execution times* page includes: commit that file to publish the run. ``--steps`` with ``--add``
+splits the check into shorter runs on the same GPU, each keeping the steps of the one before.
 
 A GPU machine without network access (and without ``make venv``) needs the test and notebook
 packages brought along: ``python tools/gpu_check.py --wheels`` (here, with network) downloads
@@ -217,13 +218,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--record", action="store_true", help=f"write {RECORD.relative_to(ROOT)}")
+    parser.add_argument("--record", action="store_true", help="write book/_gpu_runs.md")
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument(
         "--mode", choices=("fast", "full"), default="fast", help="the chapters' mode (KVATTN_FAST)"
     )
     parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per benchmark cell")
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the steps of the last run's results.json (same GPU) that this run does not "
+        "redo, e.g. to split the check into shorter runs",
+    )
     parser.add_argument(
         "--wheels",
         action="store_true",
@@ -234,10 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.wheels:
         wheels = download_wheels()
         size = sum(w.stat().st_size for w in wheels) / 2**20
-        print(f"{len(wheels)} wheels, {size:.1f} MiB, in {WHEELS.relative_to(ROOT)}/")
+        print(f"{len(wheels)} wheels, {size:.1f} MiB, in {WHEELS}")
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"device": device_facts(), "mode": args.mode}
+    results = {"device": device_facts()}
+    if args.add:
+        if not (OUT / "results.json").is_file():
+            raise SystemExit(f"gpu_check --add: no earlier run's results.json in {OUT}")
+        last = json.loads((OUT / "results.json").read_text())
+        if last["device"]["gpu"] != results["device"]["gpu"]:
+            raise SystemExit(f"gpu_check --add: the last run was on {last['device']['gpu']}")
+        results = {**last, **results}
     py = sys.executable
     env = {**os.environ, "KVATTN_FAST": "1" if args.mode == "fast" else "0", "OMP_NUM_THREADS": "1"}
     failed = False
@@ -246,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         code, seconds = run(
             [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "not built and not browser",
              "-n", str(args.workers), f"--junitxml={OUT / 'tests.xml'}",
-                 *(f"--ignore=tests/{name}" for name in BOOK_TESTS), "tests"],
+             *(f"--ignore=tests/{name}" for name in BOOK_TESTS), "tests"],
             OUT / "tests.log", env,
         )  # fmt: skip
         results["tests"] = {
@@ -262,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(
             [py, "tools/notebooks.py", "--with-expected", str(nb_dir)], cwd=ROOT, check=True
         )
-        results["notebooks"] = {}
+        results["notebooks"], results["mode"] = {}, args.mode
         for path in toc_notebooks():
             name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
             code, seconds = run(
@@ -294,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
     if args.record:
         RECORD.write_text(markdown(results))
-        print(f"recorded in {RECORD.relative_to(ROOT)}")
+        print(f"recorded in {RECORD}")
     return 1 if failed else 0
 
 
