@@ -89,20 +89,29 @@ def test_recorded_table():
 
 def test_wheels_are_the_pinned_versions(tmp_path):
     """The packages brought to a bare GPU machine are those requirements.txt pins, so it runs the
-    tests and chapters with CI's versions; an unpinned one is refused by name."""
-    assert gpu_check.pins(("nbval", "ipykernel")) == ["nbval==0.11.0", "ipykernel==6.31.0"]
-    assert len(gpu_check.pins(gpu_check.BROUGHT)) == len(gpu_check.BROUGHT)
+    tests and chapters with CI's versions; names match as pip matches them, and a package without
+    an exact pin is refused by name."""
+    assert all(p.count("==") == 1 for p in gpu_check.pins(gpu_check.BROUGHT))
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("plotly==7.1.0  # a comment\nnbval\n")
-    assert gpu_check.pins(("plotly",), requirements) == ["plotly==7.1.0"]
-    with pytest.raises(SystemExit, match=r"pins no version of \['nbval'\]"):
-        gpu_check.pins(("nbval",), requirements)
+    requirements.write_text(
+        "plotly==7.1.0  # a comment\n-e .\nnbval>=0.10\njupyter_book[sphinx]==1.0.4\n\n"
+        "pytest-xdist===3.8.0\n"
+    )
+    assert gpu_check.pins(("Plotly", "jupyter-book", "pytest_xdist"), requirements) == [
+        "plotly==7.1.0",
+        "jupyter_book==1.0.4",
+        "pytest-xdist==3.8.0",
+    ]
+    with pytest.raises(SystemExit, match=r"pins no version of \['nbval', 'tqdm'\]"):
+        gpu_check.pins(("nbval", "tqdm"), requirements)
 
 
 def test_the_tests_run_on_a_gpu_need_none_of_the_book_packages():
     """The ``tests`` step runs every test module but the tooling ones on a machine that has only
-    the library's packages and the brought ones: none of those modules may import the book's
-    (a new one that does belongs in BOOK_TESTS), and every module named there exists."""
+    the library's packages and the brought ones: none of those modules (nor conftest.py) may
+    import the book's (a new one that does belongs in BOOK_TESTS), and every module named there
+    exists. A deny-list: it catches the book's packages, not every package a GPU machine
+    might lack."""
     import ast
 
     # the book's packages, and book/_ext's module that drives its execution
@@ -112,7 +121,7 @@ def test_the_tests_run_on_a_gpu_need_none_of_the_book_packages():
     }
     for name in gpu_check.BOOK_TESTS:
         assert (ROOT / "tests" / name).is_file(), name
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in [ROOT / "tests" / "conftest.py", *sorted((ROOT / "tests").glob("test_*.py"))]:
         if path.name in gpu_check.BOOK_TESTS:
             continue
         imported = set()
@@ -132,35 +141,50 @@ def test_refuses_to_run_without_a_gpu(monkeypatch):
 
 def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
     """``--steps`` runs some steps; ``--add`` keeps the last run's others, so two short runs
-    record what one long one would (here with the GPU and the commands faked)."""
+    record what one long one would (here with the GPU and the commands faked). A chapter whose
+    run left no report (a hang, a crash) counts as failed; the tests never see the chapters'
+    mode."""
     monkeypatch.setattr(gpu_check, "OUT", tmp_path)
     monkeypatch.setattr(gpu_check, "RECORD", tmp_path / "_gpu_runs.md")
     device = {"date": "2026-12-02", "gpu": "NVIDIA H200", "memory_gib": 139.8, "capability": "9.0"}
     device.update(autocast="torch.bfloat16", torch="2.13.0+cu130")
     monkeypatch.setattr(gpu_check, "device_facts", lambda: dict(device))
-    commands = []
+    chapters = [Path("notebooks/01_key_value_memories.ipynb"), Path("notebooks/02_hang.ipynb")]
+    monkeypatch.setattr(gpu_check, "toc_notebooks", lambda: chapters)
+    monkeypatch.setenv("KVATTN_FAST", "1")
+    calls = []
 
     def fake_run(cmd, log, env=None, timeout=1800):
-        commands.append(cmd)
+        calls.append((cmd, env))
         log.write_text("== tiny on cuda\n")
-        for arg in cmd:
-            if arg.startswith("--junitxml="):
-                xml = '<testsuite tests="5" failures="1" errors="0" skipped="1"></testsuite>'
-                Path(arg.split("=", 1)[1]).write_text(xml)
-        return (1 if "pytest" in cmd else 0), 42.0
+        xml = next((Path(a.split("=", 1)[1]) for a in cmd if a.startswith("--junitxml=")), None)
+        if xml is not None and xml.name == "tests.xml":
+            xml.write_text('<testsuite tests="5" failures="1" errors="0" skipped="1"/>')
+        elif xml is not None and "hang" not in xml.name:
+            xml.write_text('<testsuite tests="1"><testcase name="Cell 3"/></testsuite>')
+        return (1 if "tests" in cmd else 0), 42.0
 
     monkeypatch.setattr(gpu_check, "run", fake_run)
     with pytest.raises(SystemExit, match=r"no earlier run's results\.json"):
         gpu_check.main(["--steps", "tests", "--add"])
     assert gpu_check.main(["--steps", "benchmark"]) == 0
-    assert gpu_check.main(["--steps", "tests", "--add", "--record"]) == 1  # a test failed
+    assert gpu_check.main(["--steps", "tests", "--add"]) == 1  # a test failed
+    tests_cmd, tests_env = calls[1]
+    assert "--ignore=tests/test_browser.py" in tests_cmd and "KVATTN_FAST" not in tests_env
+    assert gpu_check.main(["--steps", "notebooks", "--mode", "full", "--add", "--record"]) == 1
+    nb_envs = [env for cmd, env in calls[2:] if "--nbval-lax" in cmd]
+    assert len(nb_envs) == 2 and all(env["KVATTN_FAST"] == "0" for env in nb_envs)
+
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["benchmark"]["exit_code"] == 0 and results["tests"]["failed"] == 1
-    tests_cmd = commands[1]
-    assert "--ignore=tests/test_browser.py" in tests_cmd and "-n" in tests_cmd
+    assert results["mode"] == "full"
+    assert results["notebooks"]["02_hang"]["cells_raised"] == ["no report, exit code 0"]
     text = (tmp_path / "_gpu_runs.md").read_text()
+    assert (
+        "Chapters in full mode" in text and "| 01_key_value_memories | 42 | none | none |" in text
+    )
     assert "3 passed, 1 failed, 0 errors, 1 skipped in 42 s" in text and "== tiny on cuda" in text
 
-    device["gpu"] = "NVIDIA A100"  # a run on another GPU cannot add to that one
-    with pytest.raises(SystemExit, match="the last run was on NVIDIA H200"):
+    device["torch"] = "2.11.0+cu130"  # another torch cannot add to that run
+    with pytest.raises(SystemExit, match=r"the last run was on torch 2\.13\.0"):
         gpu_check.main(["--steps", "benchmark", "--add"])

@@ -1,4 +1,4 @@
-"""Check the course on a CUDA GPU in a few minutes, and record what happened.
+"""Check the course on a CUDA GPU in one run, and record what happened.
 
 CI has no GPU, so the CUDA paths (bf16 autocast, fused attention, device placement in the
 chapters' analysis) are checked here, by hand, whenever a GPU is at hand:
@@ -7,7 +7,7 @@ chapters' analysis) are checked here, by hand, whenever a GPU is at hand:
     .venv/bin/python tools/gpu_check.py --record  # also write book/_gpu_runs.md
 
 Three steps (``--steps`` picks some), each timed; the script goes on after a failure and exits
-non-zero if any step failed:
+non-zero if a step of this run failed:
 
 1. ``tests``: the library tests (those marked "needs CUDA" run only here; the rest run again on
    CUDA-capable torch), with pytest-xdist; the book's tooling tests (:data:`BOOK_TESTS`) are left
@@ -15,24 +15,29 @@ non-zero if any step failed:
 2. ``notebooks``: every notebook of the table of contents, executed under nbval on the GPU (the
    chapters pick CUDA by themselves), one notebook at a time so that each chapter's time is its
    own, in fast mode or (``--mode full``, what a reader runs in Colab) full mode; a chapter
-   *fails* when a cell raises, and its checked outputs (recorded on a CPU) are reported
-   separately, since float rounding on a GPU may change their last digits;
+   *fails* when a cell raises or its run leaves no report (a hang, a crash). Its checked outputs
+   were recorded on a CPU in fast mode and are reported apart: on a GPU float rounding may change
+   their last digits, and in full mode, after longer training, many can differ;
 3. ``benchmark``: ``python -m kvattn.benchmark`` for the tiny, mid and published 110M
    configurations.
 
 Everything goes to ``_build/gpu_check/`` (logs, JUnit XML, ``results.json``). ``--record`` also
 renders the results as a Markdown table into ``book/_gpu_runs.md``, which the book's
-*Execution times* page includes: commit that file to publish the run. ``--steps`` with ``--add``
-splits the check into shorter runs on the same GPU, each keeping the steps of the one before.
+*Execution times* page includes: commit that file to publish the run. To split the check into
+shorter runs, give each run some ``--steps`` and every run after the first ``--add``, which keeps
+the earlier runs' other steps from ``results.json`` (same GPU and torch); ``--record`` the last.
 
-A GPU machine without network access (and without ``make venv``) needs the test and notebook
-packages brought along: ``python tools/gpu_check.py --wheels`` (here, with network) downloads
-them, at requirements.txt's pins, as CPython 3.12 wheels into ``.whl/`` (git-ignored, about
-30 MiB). There, with that folder beside the repository and the machine's own Python holding a
-CUDA torch, run::
+A GPU machine without network access (and so without ``make venv``) but with a CUDA torch in its
+Python 3.12 needs the test and notebook packages brought along. On an x86-64 Linux machine with
+network, ``python tools/gpu_check.py --wheels`` downloads them (:data:`BROUGHT`, at
+requirements.txt's pins, with what they need) as wheels into ``.whl/`` and prints their size.
+Copy the repository with that folder in its root (it is git-ignored, so a clone leaves it out) to
+the GPU machine and, in the repository's root there, run::
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:$PWD/lib python3 tools/gpu_check.py --record
+
+then bring back ``book/_gpu_runs.md`` (and ``_build/gpu_check/``, to ``--add`` to it later).
 """
 
 from __future__ import annotations
@@ -42,8 +47,10 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -111,39 +118,52 @@ def notebook_result(path: Path) -> dict:
 
 
 def pins(names: tuple[str, ...], requirements: Path = ROOT / "requirements.txt") -> list[str]:
-    """``name==version`` for each of ``names``, as ``requirements`` pins it.
+    """``name==version`` for each of ``names``, as ``requirements`` pins it (names compared as pip
+    does: case, ``-`` and ``_`` alike).
 
-    Raises ``SystemExit`` naming the packages it pins no version of."""
+    Raises ``SystemExit`` naming the packages it pins no exact version of."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
     pinned = {}
     for line in requirements.read_text().splitlines():
         spec = line.split("#")[0].strip()
-        if "==" in spec:
-            name, version = (part.strip() for part in spec.split("=="))
-            pinned[name.lower()] = f"{name}=={version}"
-    missing = [n for n in names if n.lower() not in pinned]
+        if not spec or spec.startswith("-"):  # options such as "-e ." pin nothing
+            continue
+        req = Requirement(spec)
+        exact = [c.version for c in req.specifier if c.operator in ("==", "===")]
+        if exact:
+            pinned[canonicalize_name(req.name)] = f"{req.name}=={exact[0]}"
+    missing = [n for n in names if canonicalize_name(n) not in pinned]
     if missing:
         raise SystemExit(f"gpu_check: {requirements.name} pins no version of {missing}")
-    return [pinned[n.lower()] for n in names]
+    return [pinned[canonicalize_name(n)] for n in names]
 
 
 def download_wheels(dest: Path = WHEELS, python: str = "3.12") -> list[Path]:
     """Download :data:`BROUGHT` and everything they need, as binary wheels for CPython ``python``
-    on x86-64 Linux, into ``dest`` (emptied of earlier wheels first: two versions of a package
-    would stop the install). Returns the wheels."""
-    dest.mkdir(exist_ok=True)
-    for old in dest.glob("*.whl"):
-        old.unlink()
+    on x86-64 Linux, into ``dest``, replacing the wheels there only once the download succeeded
+    (two versions of a package would stop the install). Returns the wheels.
+
+    pip resolves the dependencies' environment markers for the machine it runs on, so run this
+    on x86-64 Linux."""
     platforms = [f"manylinux_2_{n}_x86_64" for n in (35, 34, 31, 28, 27, 26, 24, 17, 12, 5)] + [
         "manylinux2014_x86_64",
         "manylinux2010_x86_64",
         "manylinux1_x86_64",
     ]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-         "--python-version", python, "--implementation", "cp",
-         *(f"--platform={p}" for p in platforms), "--dest", str(dest), *pins(BROUGHT)],
-        check=True,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+             "--python-version", python, "--implementation", "cp",
+             *(f"--platform={p}" for p in platforms), "--dest", tmp, *pins(BROUGHT)],
+            check=True,
+        )  # fmt: skip
+        dest.mkdir(exist_ok=True)
+        for old in dest.glob("*.whl"):
+            old.unlink()
+        for wheel in Path(tmp).glob("*.whl"):
+            shutil.move(wheel, dest / wheel.name)
     return sorted(dest.glob("*.whl"))
 
 
@@ -196,11 +216,14 @@ def markdown(results: dict) -> str:
             )
     if "tests" in results:
         t = results["tests"]
-        lines += [
-            "",
-            f"Library tests: {t['passed']} passed, {t['failed']} failed, {t['errors']} errors, "
-            f"{t['skipped']} skipped in {t['seconds']:.0f} s.",
-        ]
+        lines.append("")
+        if "passed" in t:
+            lines.append(
+                f"Library tests: {t['passed']} passed, {t['failed']} failed, {t['errors']} "
+                f"errors, {t['skipped']} skipped in {t['seconds']:.0f} s."
+            )
+        else:
+            lines.append(f"Library tests: no report (exit code {t['exit_code']}).")
     if "benchmark" in results:
         lines += [
             "",
@@ -249,48 +272,61 @@ def main(argv: list[str] | None = None) -> int:
         if not (OUT / "results.json").is_file():
             raise SystemExit(f"gpu_check --add: no earlier run's results.json in {OUT}")
         last = json.loads((OUT / "results.json").read_text())
-        if last["device"]["gpu"] != results["device"]["gpu"]:
-            raise SystemExit(f"gpu_check --add: the last run was on {last['device']['gpu']}")
+        for key in ("gpu", "torch"):
+            if last["device"][key] != results["device"][key]:
+                raise SystemExit(
+                    f"gpu_check --add: the last run was on {key} {last['device'][key]}"
+                )
         results = {**last, **results}
     py = sys.executable
-    env = {**os.environ, "KVATTN_FAST": "1" if args.mode == "fast" else "0", "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "KVATTN_FAST"}  # the tests set their own
+    env["OMP_NUM_THREADS"] = "1"
     failed = False
 
     if "tests" in args.steps:
+        xml = OUT / "tests.xml"
+        xml.unlink(missing_ok=True)  # a run that hangs or crashes writes none
         code, seconds = run(
             [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "not built and not browser",
-             "-n", str(args.workers), f"--junitxml={OUT / 'tests.xml'}",
+             "-n", str(args.workers), f"--junitxml={xml}",
              *(f"--ignore=tests/{name}" for name in BOOK_TESTS), "tests"],
             OUT / "tests.log", env,
         )  # fmt: skip
-        results["tests"] = {
-            **junit_counts(OUT / "tests.xml"),
-            "seconds": seconds,
-            "exit_code": code,
-        }
+        counts = junit_counts(xml) if xml.is_file() else {}
+        results["tests"] = {**counts, "seconds": seconds, "exit_code": code}
         print(f"library tests: {results['tests']}", flush=True)
         failed |= code != 0
 
     if "notebooks" in args.steps:
+        nb_env = {**env, "KVATTN_FAST": "1" if args.mode == "fast" else "0"}
         nb_dir = OUT / "nbval"
-        subprocess.run(
-            [py, "tools/notebooks.py", "--with-expected", str(nb_dir)], cwd=ROOT, check=True
-        )
         results["notebooks"], results["mode"] = {}, args.mode
-        for path in toc_notebooks():
+        code, _ = run(
+            [py, "tools/notebooks.py", "--with-expected", str(nb_dir)], OUT / "nbval_copies.log"
+        )
+        if code:
+            print(f"notebooks: copies not written (see {OUT / 'nbval_copies.log'})", flush=True)
+            failed = True
+        for path in toc_notebooks() if not code else []:
             name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
+            xml.unlink(missing_ok=True)
             code, seconds = run(
                 [py, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
                  "--nbval-cell-timeout=900", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
                  f"--junitxml={xml}", str(copy)],
-                OUT / f"{name}.log", env,
+                OUT / f"{name}.log", nb_env, timeout=1800 if args.mode == "fast" else 3600,
             )  # fmt: skip
-            results["notebooks"][name] = {**notebook_result(xml), "seconds": seconds}
+            if xml.is_file():
+                result = notebook_result(xml)
+            else:
+                result = {"cells_raised": [f"no report, exit code {code}"], "outputs_differ": []}
+            results["notebooks"][name] = {**result, "seconds": seconds}
             print(f"{name}: {results['notebooks'][name]}", flush=True)
-            failed |= bool(results["notebooks"][name]["cells_raised"])
+            failed |= bool(result["cells_raised"])
 
     if "benchmark" in args.steps:
         bench_json = OUT / "benchmark.json"
+        bench_json.unlink(missing_ok=True)
         code, seconds = run(
             [py, "-m", "kvattn.benchmark", "--configs", "tiny", "mid", "110M", "--budget",
              str(args.budget), "--json", str(bench_json)],
