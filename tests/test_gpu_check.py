@@ -4,6 +4,7 @@ the table it records for the book, checked on a CPU with a real nbval run."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,8 @@ def test_wheels_are_the_pinned_versions(tmp_path):
     """The packages brought to a bare GPU machine are those requirements.txt pins, so it runs the
     tests and chapters with CI's versions; names match as pip matches them, and a package without
     an exact pin is refused by name."""
-    assert all(p.count("==") == 1 for p in gpu_check.pins(gpu_check.BROUGHT))
+    brought = [p.split("==")[0].lower() for p in gpu_check.pins(gpu_check.BROUGHT)]
+    assert brought == [name.lower() for name in gpu_check.BROUGHT]  # each one pinned, in order
     requirements = tmp_path / "requirements.txt"
     requirements.write_text(
         "plotly==7.1.0  # a comment\n-e .\nnbval>=0.10\njupyter_book[sphinx]==1.0.4\n\n"
@@ -140,10 +142,10 @@ def test_refuses_to_run_without_a_gpu(monkeypatch):
 
 
 def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
-    """``--steps`` runs some steps; ``--add`` keeps the last run's others, so two short runs
-    record what one long one would (here with the GPU and the commands faked). A chapter whose
-    run left no report (a hang, a crash) counts as failed; the tests never see the chapters'
-    mode."""
+    """``--steps`` runs some steps; ``--add`` keeps the last run's others, so short runs record
+    what one long one would (here with the GPU and the commands faked). A run that leaves no
+    report (a hang, a crash) counts as failed, whatever an earlier run left behind; the tests
+    never see the chapters' mode."""
     monkeypatch.setattr(gpu_check, "OUT", tmp_path)
     monkeypatch.setattr(gpu_check, "RECORD", tmp_path / "_gpu_runs.md")
     device = {"date": "2026-12-02", "gpu": "NVIDIA H200", "memory_gib": 139.8, "capability": "9.0"}
@@ -152,17 +154,21 @@ def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
     chapters = [Path("notebooks/01_key_value_memories.ipynb"), Path("notebooks/02_hang.ipynb")]
     monkeypatch.setattr(gpu_check, "toc_notebooks", lambda: chapters)
     monkeypatch.setenv("KVATTN_FAST", "1")
-    calls = []
+    calls, hung = [], set()
 
     def fake_run(cmd, log, env=None, timeout=1800):
         calls.append((cmd, env))
         log.write_text("== tiny on cuda\n")
         xml = next((Path(a.split("=", 1)[1]) for a in cmd if a.startswith("--junitxml=")), None)
-        if xml is not None and xml.name == "tests.xml":
+        if xml is None:
+            return 0, 42.0
+        if xml.stem in hung:
+            return 124, 42.0  # as run() after its hang limit: no report
+        if xml.name == "tests.xml":
             xml.write_text('<testsuite tests="5" failures="1" errors="0" skipped="1"/>')
-        elif xml is not None and "hang" not in xml.name:
-            xml.write_text('<testsuite tests="1"><testcase name="Cell 3"/></testsuite>')
-        return (1 if "tests" in cmd else 0), 42.0
+            return 1, 42.0
+        xml.write_text('<testsuite tests="1"><testcase name="Cell 3"/></testsuite>')
+        return 0, 42.0
 
     monkeypatch.setattr(gpu_check, "run", fake_run)
     with pytest.raises(SystemExit, match=r"no earlier run's results\.json"):
@@ -171,6 +177,10 @@ def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
     assert gpu_check.main(["--steps", "tests", "--add"]) == 1  # a test failed
     tests_cmd, tests_env = calls[1]
     assert "--ignore=tests/test_browser.py" in tests_cmd and "KVATTN_FAST" not in tests_env
+    (tmp_path / "02_hang.xml").write_text(
+        '<testsuite tests="1"><testcase name="Cell 1"/></testsuite>'
+    )
+    hung.add("02_hang")  # a stale passing report is there, but this run leaves none
     assert gpu_check.main(["--steps", "notebooks", "--mode", "full", "--add", "--record"]) == 1
     nb_envs = [env for cmd, env in calls[2:] if "--nbval-lax" in cmd]
     assert len(nb_envs) == 2 and all(env["KVATTN_FAST"] == "0" for env in nb_envs)
@@ -178,13 +188,41 @@ def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["benchmark"]["exit_code"] == 0 and results["tests"]["failed"] == 1
     assert results["mode"] == "full"
-    assert results["notebooks"]["02_hang"]["cells_raised"] == ["no report, exit code 0"]
+    assert results["notebooks"]["02_hang"]["cells_raised"] == ["no report, exit code 124"]
     text = (tmp_path / "_gpu_runs.md").read_text()
     assert (
         "Chapters in full mode" in text and "| 01_key_value_memories | 42 | none | none |" in text
     )
     assert "3 passed, 1 failed, 0 errors, 1 skipped in 42 s" in text and "== tiny on cuda" in text
 
-    device["torch"] = "2.11.0+cu130"  # another torch cannot add to that run
-    with pytest.raises(SystemExit, match=r"the last run was on torch 2\.13\.0"):
-        gpu_check.main(["--steps", "benchmark", "--add"])
+    hung.add("tests")  # the tests hang too: no counts, not the last run's
+    assert gpu_check.main(["--steps", "tests", "--add", "--record"]) == 1
+    text = (tmp_path / "_gpu_runs.md").read_text()
+    assert "Library tests: no report (exit code 124)." in text and "| 02_hang |" in text
+
+    for key, other in (("torch", "2.11.0+cu130"), ("gpu", "NVIDIA A100")):
+        changed = {**device, key: other}
+        monkeypatch.setattr(gpu_check, "device_facts", lambda changed=changed: dict(changed))
+        with pytest.raises(SystemExit, match=re.escape(f"the last run was on {key} {device[key]}")):
+            gpu_check.main(["--steps", "benchmark", "--add"])
+
+
+def test_a_command_past_its_hang_limit_is_killed_with_what_it_started(tmp_path):
+    """A hung chapter's kernel or a hung test run's workers must not outlive it, holding the GPU
+    through the next steps: run() kills the whole process group it started."""
+    import time
+
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(600)\n"
+    )
+    code, _ = gpu_check.run([sys.executable, "-c", script], tmp_path / "log", timeout=5)
+    assert code == 124 and "hang limit of 5 s reached" in (tmp_path / "log").read_text()
+    stat = Path(f"/proc/{int(pidfile.read_text())}/stat")
+    deadline = time.monotonic() + 30  # a hang limit: the kill is immediate
+    while stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the command's child outlived its hang limit"
+        time.sleep(0.1)

@@ -29,8 +29,10 @@ the earlier runs' other steps from ``results.json`` (same GPU and torch); ``--re
 
 A GPU machine without network access (and so without ``make venv``) but with a CUDA torch in its
 Python 3.12 needs the test and notebook packages brought along. On an x86-64 Linux machine with
-network, ``python tools/gpu_check.py --wheels`` downloads them (:data:`BROUGHT`, at
-requirements.txt's pins, with what they need) as wheels into ``.whl/`` and prints their size.
+network, ``.venv/bin/python tools/gpu_check.py --wheels`` downloads them (:data:`BROUGHT`, at
+requirements.txt's pins, with what they need) as wheels into ``.whl/`` and prints their size
+(pip judges the dependencies' environment markers by the Python that runs it: a set made with the
+course's Python 3.11 ran nbval and pytest-xdist in a bare Python 3.12).
 Copy the repository with that folder in its root (it is git-ignored, so a clone leaves it out) to
 the GPU machine and, in the repository's root there, run::
 
@@ -48,6 +50,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -61,7 +64,7 @@ RECORD = ROOT / "book" / "_gpu_runs.md"
 WHEELS = ROOT / ".whl"
 STEPS = ("tests", "notebooks", "benchmark")
 #: What a bare GPU machine with PyTorch may lack to run the steps; their dependencies come along.
-#: Versions are requirements.txt's, so the machine runs what CI runs.
+#: Versions are requirements.txt's, so these are CI's (torch, numpy and the rest are the machine's).
 BROUGHT = ("pytest", "pytest-xdist", "nbval", "hypothesis", "ipykernel", "plotly", "ipywidgets")
 #: Tests of the book's own tooling (Jupyter Book, Sphinx, a browser, pip builds), which CI runs and
 #: a GPU machine need not have: the ``tests`` step leaves them out.
@@ -79,14 +82,20 @@ BOOK_TESTS = (
 def run(
     cmd: list[str], log: Path, env: dict | None = None, timeout: int = 1800
 ) -> tuple[int, float]:
-    """Run ``cmd`` from the repository root with its output in ``log``; (exit code, seconds)."""
+    """Run ``cmd`` from the repository root with its output in ``log``; (exit code, seconds).
+
+    Past ``timeout`` seconds the command and everything it started (xdist workers, a notebook's
+    kernel) are killed, so that nothing left over holds the GPU for the next step."""
     start = time.perf_counter()
     with log.open("w") as f:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
-            code = subprocess.run(
-                cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=timeout
-            ).returncode
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             f.write(f"\n[gpu_check] hang limit of {timeout} s reached\n")
             code = 124
     return code, time.perf_counter() - start
@@ -251,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--add",
         action="store_true",
-        help="keep the steps of the last run's results.json (same GPU) that this run does not "
-        "redo, e.g. to split the check into shorter runs",
+        help="keep the steps of the last run's results.json (same GPU and torch) that this run "
+        "does not redo, e.g. to split the check into shorter runs",
     )
     parser.add_argument(
         "--wheels",
@@ -300,13 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     if "notebooks" in args.steps:
         nb_env = {**env, "KVATTN_FAST": "1" if args.mode == "fast" else "0"}
         nb_dir = OUT / "nbval"
-        results["notebooks"], results["mode"] = {}, args.mode
         code, _ = run(
             [py, "tools/notebooks.py", "--with-expected", str(nb_dir)], OUT / "nbval_copies.log"
         )
-        if code:
+        if code:  # no chapter can run; an earlier run's chapters (--add) stay as they were
             print(f"notebooks: copies not written (see {OUT / 'nbval_copies.log'})", flush=True)
             failed = True
+        else:
+            results["notebooks"], results["mode"] = {}, args.mode
         for path in toc_notebooks() if not code else []:
             name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
             xml.unlink(missing_ok=True)
