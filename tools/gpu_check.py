@@ -317,22 +317,25 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
         else:
             results["notebooks"], results["mode"] = {}, args.mode
-        for path in toc_notebooks() if not code else []:
-            name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
-            xml.unlink(missing_ok=True)
-            code, seconds = run(
-                [py, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
-                 "--nbval-cell-timeout=900", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
-                 f"--junitxml={xml}", str(copy)],
-                OUT / f"{name}.log", nb_env, timeout=1800 if args.mode == "fast" else 3600,
-            )  # fmt: skip
-            if xml.is_file():
-                result = notebook_result(xml)
-            else:
-                result = {"cells_raised": [f"no report, exit code {code}"], "outputs_differ": []}
-            results["notebooks"][name] = {**result, "seconds": seconds}
-            print(f"{name}: {results['notebooks'][name]}", flush=True)
-            failed |= bool(result["cells_raised"])
+            for path in toc_notebooks():
+                name, copy, xml = path.stem, nb_dir / path.name, OUT / f"{path.stem}.xml"
+                xml.unlink(missing_ok=True)
+                code, seconds = run(
+                    [py, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax",
+                     "--nbval-current-env", "--nbval-cell-timeout=900", "--nbval-sanitize-with",
+                     "tests/nbval_sanitize.cfg", f"--junitxml={xml}", str(copy)],
+                    OUT / f"{name}.log", nb_env, timeout=1800 if args.mode == "fast" else 3600,
+                )  # fmt: skip
+                if xml.is_file():
+                    result = notebook_result(xml)
+                else:
+                    result = {
+                        "cells_raised": [f"no report, exit code {code}"],
+                        "outputs_differ": [],
+                    }
+                results["notebooks"][name] = {**result, "seconds": seconds}
+                print(f"{name}: {results['notebooks'][name]}", flush=True)
+                failed |= bool(result["cells_raised"])
 
     if "benchmark" in args.steps:
         bench_json = OUT / "benchmark.json"
