@@ -465,7 +465,7 @@ def test_commutant_residual_and_asymmetry_of_zero_are_zero():
         D.asymmetry(G)
     with pytest.raises(ValueError, match="even int"):
         D.commutant_residual(torch.eye(5))
-    with pytest.raises(ValueError, match=r"\(\.\.\., d_k, d_k\)"):
+    with pytest.raises(ValueError, match=r"G must have shape \(\.\.\., d, d\)"):
         D.commutant_projection(torch.ones(4, 6))
 
 
@@ -804,3 +804,233 @@ def test_row_map_gain_refuses_models_without_a_metric_learner_and_bad_probes():
         D.row_map_gain(model, [])
     with pytest.raises(ValueError, match=r"probes\[0\] must have shape \(1, S\)"):
         D.row_map_gain(model, [probes[0][0]])
+
+
+# --- issue 28: bad input is refused up front, with the expected form named ----------------------
+
+
+class _NoForward:
+    """Fails the test if the model's decoder ran inside the block: the input was refused only
+    after work had been done."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+
+    def __enter__(self):
+        hook = self.calls.append
+        self.handle = self.model.decoder.register_forward_pre_hook(lambda m, a: hook(m))
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+        assert not self.calls, "the model ran before the input was refused"
+
+
+def _causal_models():
+    """A prefix-density PLGA model and a constant-G model: the causal PLDRLLMs, whose own loss
+    is a full pass (no generation-mode check on the targets)."""
+    from kvattn.pldr import constant_g_from
+
+    model = _tiny_pldr()
+    G = [torch.randn(2, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    return {"prefix": _tiny_pldr(density="prefix"), "constant-G": constant_g_from(model, G)}
+
+
+def test_g_substitution_refuses_a_model_without_g_lm_before_any_work():
+    """A GPT ran its generation-mode pass, then failed on 'NoneType' object has no attribute
+    'ndim' at the first donor."""
+    probes, eval_ids = _probe_inputs()
+    gpt = _gpt()
+    with _NoForward(gpt), pytest.raises(TypeError, match=r"PLDRLLM \(PLGA or constant-G"):
+        D.g_substitution(gpt, eval_ids, probes)
+
+
+def test_g_substitution_refuses_donors_that_are_not_a_list_of_single_sequences():
+    """A donor of batch 2 was accepted and only its first row used; donors as one tensor failed
+    on the truth value of a tensor; a float donor failed inside the model."""
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    pair = torch.cat(probes[:2])  # [2, S]: two donors in one tensor
+    with _NoForward(model):
+        with pytest.raises(ValueError, match=r"donors\[0\] must have shape \(1, S\).*\(2, 16\)"):
+            D.g_substitution(model, eval_ids, [pair])
+        with pytest.raises(TypeError, match=r"donors must be a list of token-id tensors.*Tensor"):
+            D.g_substitution(model, eval_ids, pair)
+        with pytest.raises(TypeError, match=r"donors\[1\] must be a tensor of int64"):
+            D.g_substitution(model, eval_ids, [probes[0], probes[1].float()])
+        with pytest.raises(ValueError, match="at least one donor"):
+            D.g_substitution(model, eval_ids, ())
+
+
+def test_g_substitution_refuses_eval_blocks_of_the_wrong_type():
+    """ids as a list failed on .ndim; int32 ids failed inside the cross-entropy, after every
+    pass had been run."""
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    with _NoForward(model):
+        with pytest.raises(TypeError, match="ids must be an int64 tensor of token ids, got list"):
+            D.g_substitution(model, eval_ids.tolist(), probes)
+        with pytest.raises(TypeError, match=r"ids must be an int64 tensor.*int32"):
+            D.g_substitution(model, eval_ids.int(), probes)
+        with pytest.raises(ValueError, match=r"ids must have shape \[B, S \+ 1\].*\(0, 17\)"):
+            D.g_substitution(model, eval_ids[:0], probes)
+
+
+@pytest.mark.parametrize("kind", ["prefix", "constant-G"])
+def test_all_pad_targets_are_refused_instead_of_giving_nan_losses(kind):
+    """A causal model with every target pad_token_id gave NaN losses (mean over no target) in
+    g_substitution and collapse_measures; now both refuse before running the model."""
+    model = _causal_models()[kind]
+    probes, _ = _probe_inputs()
+    pad = model.config.pad_token_id
+    blocks = torch.full((2, 9), pad)
+    blocks[:, 0] = 7  # real inputs, padded targets only
+    with _NoForward(model):
+        with pytest.raises(ValueError, match=rf"every target ids\[:, 1:\] is pad_token_id = {pad}"):
+            D.g_substitution(model, blocks, probes)
+        with pytest.raises(ValueError, match=r"every target eval_ids\[:, 1:\] is pad_token_id"):
+            D.collapse_measures(model, probes, blocks)
+    blocks[1, 4] = 11  # one real target is enough: finite losses
+    r = D.g_substitution(model, blocks, probes)
+    assert math.isfinite(r.loss) and torch.isfinite(r.delta_loss).all()
+
+
+def test_collapse_measures_refuse_eval_ids_and_probes_of_the_wrong_type_before_any_work():
+    """eval_ids as a list failed on .to after the probes' passes; probes as one tensor read as
+    'too few probes'."""
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    with _NoForward(model):
+        with pytest.raises(TypeError, match=r"eval_ids must be an int64 tensor.*got list"):
+            D.collapse_measures(model, probes, eval_ids.tolist())
+        with pytest.raises(TypeError, match="probes must be a list of token-id tensors"):
+            D.collapse_measures(model, torch.cat(probes), eval_ids)
+
+
+def test_share_of_g_effect_is_nan_without_a_g_effect():
+    """identity_delta = 0 (G_LM = I already) raised ZeroDivisionError; collapse_measures
+    documents nan for it, and so does the property now."""
+    r = D.GSubstitution(2.0, torch.tensor([0.5, 0.25], dtype=torch.float64), torch.ones(2), 0.0)
+    assert math.isnan(r.share_of_g_effect)
+    assert D.GSubstitution(2.0, r.delta_loss, r.agreement, 1.5).share_of_g_effect == 0.25
+
+
+def test_attention_shift_bound_refuses_no_keys_and_shapes_that_do_not_broadcast():
+    """k and v with no position failed inside amax; a 1-D k failed on a tuple index; leading
+    axes that do not broadcast failed in the final product."""
+    q, k, v, delta = torch.randn(4, 6), torch.randn(7, 6), torch.randn(7, 3), torch.randn(6, 6)
+    with pytest.raises(ValueError, match=r"no positions \(S_k = 0\)"):
+        D.attention_shift_bound(q, k[:0], v[:0], delta)
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        D.attention_shift_bound(q, k[0], v, delta)
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        D.attention_shift_bound(q.expand(3, 4, 6), k.expand(2, 7, 6), v, delta)
+    # no query is fine: an empty bound
+    assert D.attention_shift_bound(q[:0], k, v, delta).shape == (0,)
+
+
+def test_deductive_profile_refuses_gpt_outputs_and_batches():
+    """A GPT's outputs (no G_LM) failed on 'NoneType' has no attribute 'ndim'; a batch of two
+    prompts was profiled by its first row only; deductive_tensors took such a batch, or a tensor
+    of prompts, without a word."""
+    ids = torch.randint(4, 60, (2, 6), generator=torch.Generator().manual_seed(3))
+    gpt_outputs = D.deductive_tensors(_gpt(), [ids[:1], ids[1:]])
+    with pytest.raises(TypeError, match="no G_LM"):
+        D.deductive_profile(gpt_outputs, 0, 0)
+    model = _tiny_pldr()
+    batched = [model(ids, output_pldr_attentions=True).pldr_attentions] * 2
+    with pytest.raises(ValueError, match=r"one prompt each.*\(2, 2, 8, 8\)"):
+        D.deductive_profile(batched, 0, 0)
+    with pytest.raises(ValueError, match=r"prompts\[0\] must have shape \(1, S\)"):
+        D.deductive_tensors(model, [ids])
+    with pytest.raises(TypeError, match="prompts must be a list"):
+        D.deductive_tensors(model, ids)
+
+
+def test_deductive_profile_of_the_prefix_density_takes_the_last_position():
+    """The prefix density's [1, H, S, d_k, d_k] tensors were stacked whole: prompts of different
+    lengths failed in torch.stack, equal lengths gave [S, d_k, d_k] 'first' tensors pooled over
+    positions. Now each prompt's tensors at its last position, as collapse_measures takes them."""
+    model = _tiny_pldr(density="prefix")
+    probes, _ = _probe_inputs()
+    prompts = [probes[0], probes[1][:, :9]]
+    outputs = D.deductive_tensors(model, prompts)
+    profile = D.deductive_profile(outputs, 1, 1)
+    last = [D.cpu64(o[1].G_LM[0, 1, -1]) for o in outputs]
+    assert profile.first["G_LM"].shape == (8, 8)
+    assert torch.equal(profile.first["G_LM"], last[0])
+    assert profile.order_rms["G_LM"] == D.order_parameter(last[0], last[1], "rms") > 0
+
+
+def test_commutant_projection_refuses_integer_and_non_tensor_input():
+    """An integer G was projected into an integer tensor: α = 1.5 became 1, silently."""
+    G = torch.tensor([[1, 0], [0, 2]])
+    with pytest.raises(TypeError, match=r"G must be a floating-point tensor, got torch.int64"):
+        D.commutant_projection(G)
+    with pytest.raises(TypeError, match=r"G must be a floating-point tensor, got list"):
+        D.commutant_projection(G.tolist())
+    assert torch.equal(D.commutant_projection(G.double()), 1.5 * torch.eye(2, dtype=torch.float64))
+
+
+def test_dag_losses_refuse_integer_and_non_tensor_input():
+    """An integer M failed in torch.finfo inside the Perron bound; a list failed on .ndim."""
+    for f in (D.dag_loss, D.log_trace_expm_squared):
+        with pytest.raises(TypeError, match=r"M must be a floating-point tensor, got torch.int64"):
+            f(torch.ones(3, 3, dtype=torch.int64))
+        with pytest.raises(TypeError, match=r"M must be a floating-point tensor, got list"):
+            f([[0.0, 1.0], [0.0, 0.0]])
+
+
+def test_head_profile_refuses_pldr_models_and_bad_arguments_before_the_forward_pass():
+    """A PLDRLLM ran its forward pass before head_bilinear_form refused it; ids as a list failed
+    on .ndim; a float max_distance passed the range check and failed in range()."""
+    model = _tiny_pldr()
+    gpt = _gpt()
+    ids = torch.randint(4, 60, (1, 6))
+    with _NoForward(model), pytest.raises(ValueError, match="scaled dot-product attention"):
+        D.head_profile(model, ids, 0, 0)
+    with _NoForward(gpt):
+        with pytest.raises(TypeError, match="max_distance must be an int, got float"):
+            D.head_profile(gpt, ids, 0, 0, max_distance=2.5)
+        with pytest.raises(TypeError, match=r"ids must be a tensor of int64.*got list"):
+            D.head_profile(gpt, ids.tolist(), 0, 0)
+    assert D.head_profile(gpt, ids, 1, 1, max_distance=3).asym.shape == (3,)
+
+
+def test_layer_functions_refuse_the_wrong_model_ids_and_lengths():
+    """A module that is not a PLDRLLM or GPT failed on a missing attribute; float ids and
+    lengths failed inside the model or in slicing; a length beyond the input was noticed only
+    after the forward pass."""
+    gpt = _gpt()
+    ids = torch.randint(4, 60, (1, 6))
+    other = torch.nn.Linear(4, 4)
+    for call in (
+        lambda: D.attention_input(other, ids, 0),
+        lambda: D.layer_queries(other, ids, 0),
+        lambda: D.twirl(other, ids, 0, 0, [3]),
+    ):
+        with pytest.raises(TypeError, match="model must be a PLDRLLM or GPT, got Linear"):
+            call()
+    with pytest.raises(TypeError, match=r"ids must be a tensor of int64.*float32"):
+        D.layer_queries(gpt, ids.float(), 0)
+    with _NoForward(gpt):
+        for lengths in (3, [2.5], torch.tensor([2, 3])):
+            with pytest.raises(TypeError, match="lengths must be a list of ints"):
+                D.twirl(gpt, ids, 0, 0, lengths)
+        with pytest.raises(ValueError, match="lengths go up to 7 but the input has 6 tokens"):
+            D.twirl(gpt, ids, 0, 0, [3, 7])
+    with pytest.raises(TypeError, match=r"attention module.*got GPT"):
+        D.head_bilinear_form(gpt, 0)
+    with pytest.raises(TypeError, match=r"attention module.*got GPT"):
+        D.rope_rotation(gpt, 0)
+
+
+def test_row_map_gain_refuses_probes_of_the_wrong_type():
+    """Probes as one tensor read as 'no probes'; float probes failed inside the model."""
+    model = _tiny_pldr()
+    probes, _ = _probe_inputs()
+    with _NoForward(model):
+        with pytest.raises(TypeError, match="probes must be a list of token-id tensors"):
+            D.row_map_gain(model, probes[0])
+        with pytest.raises(TypeError, match=r"probes\[0\] must be a tensor of int64.*float32"):
+            D.row_map_gain(model, [probes[0].float()])

@@ -41,7 +41,10 @@ def cpu64(x: Tensor) -> Tensor:
 
 
 def _square(X: Tensor, name: str) -> None:
-    """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with d ≥ 1."""
+    """Raise unless ``X`` is a floating-point tensor of square matrices ``[..., d, d]``, d ≥ 1."""
+    if not isinstance(X, Tensor) or not X.is_floating_point():
+        got = X.dtype if isinstance(X, Tensor) else type(X).__name__
+        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
     if X.ndim < 2 or X.shape[-1] != X.shape[-2] or X.shape[-1] == 0:
         raise ValueError(f"{name} must have shape (..., d, d) with d ≥ 1, got {tuple(X.shape)}")
 
@@ -69,9 +72,61 @@ def _index(value: int, name: str, size: int) -> int:
 
 
 def _attention(model, layer: int):
-    """The attention module of decoder layer ``layer`` of ``model``, index checked."""
+    """The attention module of decoder layer ``layer`` of ``model``, model type and index
+    checked."""
+    from .pldr import DecoderLM
+
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
     layers = model.decoder.dec_layers
     return layers[_index(layer, "layer", len(layers))].mha1
+
+
+def _check_attention(attention) -> None:
+    """Raise unless ``attention`` is the attention module of one decoder layer."""
+    from .pldr import Attention
+
+    if not isinstance(attention, Attention):
+        raise TypeError(
+            "attention must be a layer's attention module (model.decoder.dec_layers[i].mha1), "
+            f"got {type(attention).__name__}"
+        )
+
+
+def _check_pldrllm(model) -> None:
+    """Raise unless ``model`` is a PLDRLLM (PLGA or constant-G): the models that have a G_LM."""
+    from .pldr import PLDRLLM
+
+    if not isinstance(model, PLDRLLM):
+        raise TypeError(
+            "model must be a PLDRLLM (PLGA or constant-G; a GPT has no G_LM), got "
+            f"{type(model).__name__}"
+        )
+
+
+def _check_sequence(ids: object, name: str) -> None:
+    """Raise unless ``ids`` is one sequence of token ids: an int64 or int32 tensor ``[1, S]``,
+    S ≥ 1."""
+    if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
+        got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
+        raise TypeError(f"{name} must be a tensor of int64 (or int32) token ids, got {got}")
+    if ids.ndim != 2 or ids.shape[0] != 1 or ids.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (1, S) with S ≥ 1, got {tuple(ids.shape)}")
+
+
+def _check_blocks(ids: object, name: str, pad: int) -> None:
+    """Raise unless ``ids`` are evaluation blocks: an int64 tensor ``[B, S + 1]`` (B, S ≥ 1;
+    int64 because the targets ``ids[:, 1:]`` index the cross-entropy) with at least one target
+    that is not ``pad``, so that the loss averages over something."""
+    if not isinstance(ids, Tensor) or ids.dtype != torch.int64:
+        got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
+        raise TypeError(f"{name} must be an int64 tensor of token ids, got {got}")
+    if ids.ndim != 2 or ids.shape[0] < 1 or ids.shape[1] < 2:
+        raise ValueError(
+            f"{name} must have shape [B, S + 1] with B >= 1 and S >= 1, got {tuple(ids.shape)}"
+        )
+    if bool((ids[:, 1:] == pad).all()):
+        raise ValueError(f"every target {name}[:, 1:] is pad_token_id = {pad}: no loss to average")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +159,8 @@ def log_trace_expm_squared(M: Tensor) -> Tensor:
 
     Raises
     ------
+    TypeError
+        If ``M`` is not a floating-point tensor.
     ValueError
         If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
         the square root of the dtype's largest value overflow); one host synchronisation.
@@ -124,6 +181,7 @@ def dag_loss(M: Tensor) -> Tensor:
     It is log(1 + h(M)/d) in absolute value, with h the NOTEARS acyclicity function
     (:func:`notears_h`); zero exactly when M∘M is nilpotent (M is the weighted adjacency of a DAG).
     PLDR-LLM v510_dag applies it to A_LM, A_P and G_LM (not to A) with separate coefficients.
+    Raises as :func:`log_trace_expm_squared`.
     """
     return (log_trace_expm_squared(M) - math.log(M.shape[-1])).abs()
 
@@ -240,16 +298,19 @@ def _ratio(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
-def _check_probes(probes: object, at_least: int, too_few: str) -> None:
+def _check_probes(probes: object, at_least: int, too_few: str, name: str = "probes") -> None:
     """Raise unless ``probes`` is a list or tuple of at least ``at_least`` token-id tensors of
-    shape ``[1, S]`` with S ≥ 1 (ValueError with ``too_few`` when there are fewer)."""
-    if not isinstance(probes, list | tuple) or len(probes) < at_least:
+    shape ``[1, S]`` with S ≥ 1 (ValueError with ``too_few`` when there are fewer); ``name``
+    is the argument's name in the messages."""
+    if not isinstance(probes, list | tuple):
+        raise TypeError(
+            f"{name} must be a list of token-id tensors of shape (1, S), got "
+            f"{type(probes).__name__}"
+        )
+    if len(probes) < at_least:
         raise ValueError(too_few)
     for i, p in enumerate(probes):
-        if not isinstance(p, Tensor):
-            raise TypeError(f"probes[{i}] must be a tensor of token ids, got {type(p).__name__}")
-        if p.ndim != 2 or p.shape[0] != 1 or p.shape[1] < 1:
-            raise ValueError(f"probes[{i}] must have shape (1, S) with S ≥ 1, got {tuple(p.shape)}")
+        _check_sequence(p, f"{name}[{i}]")
 
 
 def row_map_gain(model, probes: list[Tensor]) -> Tensor:
@@ -285,8 +346,8 @@ def row_map_gain(model, probes: list[Tensor]) -> Tensor:
     Raises
     ------
     TypeError
-        ``model`` is not a PLGA PLDRLLM (a GPT or a constant-G model has no metric learner), or a
-        probe is not a tensor.
+        ``model`` is not a PLGA PLDRLLM (a GPT or a constant-G model has no metric learner),
+        ``probes`` is not a list or tuple, or a probe is not an int64 (or int32) tensor.
     ValueError
         No probes, or a probe not of shape ``[1, S]`` with S ≥ 1.
     """
@@ -392,9 +453,15 @@ def commutant_projection(G: Tensor, interleaved: bool = True) -> Tensor:
     each 2×2 block of the form [[α, −β], [β, α]] (a rotation-scaling). The orthogonal
     (Frobenius) projection keeps, per plane, α = mean of the diagonal pair and β = mean of
     (G[j,i], −G[i,j]), and zeroes everything else. Stays on G's device and dtype.
+
+    Raises
+    ------
+    TypeError
+        If G is not a floating-point tensor (an integer G would truncate the averages α, β).
+    ValueError
+        If G is not ``[..., d_k, d_k]`` with d_k even.
     """
-    if G.ndim < 2 or G.shape[-1] != G.shape[-2]:
-        raise ValueError(f"G must have shape (..., d_k, d_k), got {tuple(G.shape)}")
+    _square(G, "G")
     out = torch.zeros_like(G)
     for i, j in rope_planes(G.shape[-1], interleaved):
         alpha = 0.5 * (G[..., i, i] + G[..., j, j])
@@ -433,9 +500,12 @@ def rope_rotation(attention, distance: int) -> Tensor:
 
     Raises
     ------
+    TypeError
+        If ``attention`` is not a layer's attention module (``model.decoder.dec_layers[i].mha1``).
     ValueError
         If ``distance`` is not in 0 … max_position_embeddings − 1.
     """
+    _check_attention(attention)
     _index(distance, "distance", attention.cfg.max_position_embeddings)
     return attention.rope.matrix(distance)
 
@@ -452,10 +522,13 @@ def head_bilinear_form(attention, head: int, distance: int = 0, with_bias: bool 
 
     Raises
     ------
+    TypeError
+        If ``attention`` is not a layer's attention module (``model.decoder.dec_layers[i].mha1``).
     ValueError
         For PLGA and constant-G layers, whose score q G kᵀ does not reduce to one form per δ; for
         ``head`` outside 0 … H − 1 or ``distance`` outside 0 … max_position_embeddings − 1.
     """
+    _check_attention(attention)
     if attention.kind != "sdpa":
         raise ValueError("only scaled dot-product attention has one bilinear form per distance")
     d_k = attention.cfg.d_k
@@ -511,8 +584,8 @@ def swap_attention_qk(model):
 
 @dataclass(frozen=True)
 class HeadProfile:
-    """One head of a (GPT or constant-G) model on one input: its attention weights ``E``
-    ``[S, S]`` and the asymmetry of its bilinear form M_h(δ) for δ = 0 … len(asym) − 1."""
+    """One head of a GPT on one input: its attention weights ``E`` ``[S, S]`` and the asymmetry
+    of its bilinear form M_h(δ) for δ = 0 … len(asym) − 1."""
 
     layer: int
     head: int
@@ -527,22 +600,29 @@ def head_profile(model, ids: Tensor, layer: int, head: int, max_distance: int = 
 
     Raises
     ------
+    TypeError
+        For a model that is not a PLDRLLM or GPT, ids that are not an int64 (or int32) tensor,
+        a ``max_distance`` that is not an int.
     ValueError
-        For ids not of shape (1, S), ``layer``/``head`` out of range, ``max_distance`` < 1.
+        For ids not of shape (1, S), ``layer``/``head`` out of range, ``max_distance`` outside
+        1 … max_position_embeddings, or a PLDRLLM (PLGA and constant-G heads have no bilinear
+        form per distance: see :func:`head_bilinear_form`).
     """
-    if ids.ndim != 2 or ids.shape[0] != 1:
-        raise ValueError(f"ids must have shape (1, S), got {tuple(ids.shape)}")
+    _check_sequence(ids, "ids")
     attn = _attention(model, layer)
     _index(head, "head", model.config.num_attention_heads)
     n_positions = model.config.max_position_embeddings
+    if not isinstance(max_distance, int) or isinstance(max_distance, bool):
+        raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
     if not 1 <= max_distance <= n_positions:
         raise ValueError(f"max_distance must be in 1 … {n_positions}, got {max_distance}")
-    out = model(ids, output_pldr_attentions=True)
-    E = cpu64(out.pldr_attentions[layer].E[0, head])
+    # the forms first: they refuse a PLDRLLM's heads before the forward pass
     asym = torch.tensor(
         [asymmetry(head_bilinear_form(attn, head, d)) for d in range(max_distance)],
         dtype=torch.float64,
     )
+    out = model(ids, output_pldr_attentions=True)
+    E = cpu64(out.pldr_attentions[layer].E[0, head])
     return HeadProfile(layer, head, E, asym)
 
 
@@ -585,7 +665,17 @@ class DeductiveProfile:
 @torch.no_grad()
 def deductive_tensors(model, prompts: list[Tensor]) -> list[list]:
     """The deductive outputs of every prompt: ``out[p][layer]`` is a
-    :class:`kvattn.pldr.DeductiveOutputs`; each prompt is token ids of shape ``(1, S)``."""
+    :class:`kvattn.pldr.DeductiveOutputs`; each prompt is token ids of shape ``(1, S)``.
+
+    Raises
+    ------
+    TypeError
+        ``prompts`` is not a list or tuple, or a prompt is not an int64 (or int32) tensor.
+    ValueError
+        No prompts, or a prompt not of shape ``(1, S)`` with S ≥ 1 (a batch would be profiled
+        by its first row only).
+    """
+    _check_probes(prompts, 1, "need a list of one or more prompts", "prompts")
     return [model(ids, output_pldr_attentions=True).pldr_attentions for ids in prompts]
 
 
@@ -595,17 +685,29 @@ def deductive_profile(
     """Summarise :func:`deductive_tensors` for one layer and head (needs 2+ prompts); tensors on
     any device, results on the CPU in float64. Tensors the model does not compute (None, as A of
     a constant-G model) are left out; a constant-G model's G_LM ``[H, d_k, d_k]`` is the same for
-    every prompt.
+    every prompt. For the prefix density (tensors ``[1, H, S, d_k, d_k]``), each prompt's tensors
+    are taken at its last position, whose density sums over the whole prompt (as
+    :func:`collapse_measures` does).
 
     Raises
     ------
+    TypeError
+        For outputs without G_LM (a GPT's).
     ValueError
-        For fewer than two prompts, or ``layer``/``head`` out of range.
+        For fewer than two prompts, outputs of a batch of more than one prompt, or
+        ``layer``/``head`` out of range.
     """
     if len(outputs) < 2:
         raise ValueError("need the deductive tensors of at least two prompts")
     _index(layer, "layer", len(outputs[0]))
     G = outputs[0][layer].G_LM
+    if G is None:
+        raise TypeError("the outputs have no G_LM (a GPT's): profile a PLDRLLM's outputs")
+    if G.ndim >= 4 and G.shape[0] != 1:
+        raise ValueError(
+            f"outputs must be of one prompt each (batch 1, as deductive_tensors gives), got "
+            f"G_LM of shape {tuple(G.shape)}"
+        )
     _index(head, "head", G.shape[0] if G.ndim == 3 else G.shape[1])
     first, spread, order, order_rms = {}, {}, {}, {}
     for name in DEDUCTIVE:
@@ -613,7 +715,7 @@ def deductive_profile(
             continue
         stack = torch.stack(
             [
-                cpu64(t[head] if t.ndim == 3 else t[0, head])
+                cpu64(t[head] if t.ndim == 3 else t[0, head] if t.ndim == 4 else t[0, head, -1])
                 for t in (getattr(o[layer], name) for o in outputs)
             ]
         )
@@ -641,6 +743,8 @@ def attention_input(model, ids: Tensor, layer: int) -> Tensor:
 
     Raises
     ------
+    TypeError
+        For a model that is not a PLDRLLM or GPT.
     ValueError
         For ``layer`` out of range.
     """
@@ -665,11 +769,12 @@ def layer_queries(model, ids: Tensor, layer: int, rope: bool = True) -> Tensor:
 
     Raises
     ------
+    TypeError
+        For a model that is not a PLDRLLM or GPT, or ids that are not an int64 (or int32) tensor.
     ValueError
         For ids not of shape (1, S) or ``layer`` out of range.
     """
-    if ids.ndim != 2 or ids.shape[0] != 1:
-        raise ValueError(f"ids must have shape (1, S), got {tuple(ids.shape)}")
+    _check_sequence(ids, "ids")
     attn = _attention(model, layer)
     x = attention_input(model, ids, layer)
     q = attn.wq(x).view(x.shape[0], x.shape[1], attn.cfg.num_attention_heads, attn.cfg.d_k)
@@ -684,15 +789,24 @@ def twirl(model, ids: Tensor, layer: int, head: int, lengths: list[int]) -> dict
 
     Raises
     ------
+    TypeError
+        For a model that is not a PLDRLLM or GPT, ids that are not an int64 (or int32) tensor,
+        or ``lengths`` that is not a list or tuple of ints.
     ValueError
-        For ``layer``/``head`` out of range, no lengths, or a length outside 1 … S.
+        For ids not of shape (1, S), ``layer``/``head`` out of range, no lengths, or a length
+        outside 1 … S.
     """
-    _index(head, "head", model.config.num_attention_heads)
+    _check_sequence(ids, "ids")
+    _index(head, "head", _attention(model, layer).cfg.num_attention_heads)
+    if not isinstance(lengths, list | tuple) or not all(
+        isinstance(S, int) and not isinstance(S, bool) for S in lengths
+    ):
+        raise TypeError(f"lengths must be a list of ints, got {lengths!r}")
     if not lengths or min(lengths) < 1:
         raise ValueError(f"lengths must be a non-empty list of ints ≥ 1, got {lengths!r}")
+    if max(lengths) > ids.shape[1]:
+        raise ValueError(f"lengths go up to {max(lengths)} but the input has {ids.shape[1]} tokens")
     q = layer_queries(model, ids, layer)[head]
-    if max(lengths) > q.shape[0]:
-        raise ValueError(f"lengths go up to {max(lengths)} but the input has {q.shape[0]} tokens")
     return {S: q[:S].T @ q[:S] / S for S in lengths}
 
 
@@ -727,17 +841,32 @@ def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Ten
     Returns
     -------
     The bound per query, ``[..., S_q]``, CPU float64.
+
+    Raises
+    ------
+    TypeError
+        If an argument is not a tensor.
+    ValueError
+        For shapes that do not fit together (leading axes that do not broadcast included), no
+        keys (S_k = 0: the maximum over keys is undefined), or non-finite entries.
     """
     q, k, v, delta = (cpu64(t) for t in (q, k, v, delta))
     for name, t in (("q", q), ("k", k), ("v", v), ("delta", delta)):
         _finite(t, name)
     _square(delta, "delta")
-    if not (q.shape[-1] == k.shape[-1] == delta.shape[-1] and k.shape[-2] == v.shape[-2]):
+    try:
+        torch.broadcast_shapes(*(t.shape[:-2] for t in (q, k, v, delta)))
+        fits = min(q.ndim, k.ndim, v.ndim) >= 2
+    except RuntimeError:
+        fits = False
+    if not (fits and q.shape[-1] == k.shape[-1] == delta.shape[-1] and k.shape[-2] == v.shape[-2]):
         raise ValueError(
             f"shapes do not fit: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
             f"delta {tuple(delta.shape)} (need q, k [..., S, d_k], v [..., S_k, d_v], "
             "delta [..., d_k, d_k])"
         )
+    if k.shape[-2] == 0:
+        raise ValueError(f"k and v have no positions (S_k = 0): k {tuple(k.shape)}")
     d_k = q.shape[-1]
     spectral = torch.linalg.matrix_norm(delta, ord=2)[..., None]
     k_max = k.norm(dim=-1).amax(-1, keepdim=True)
@@ -766,7 +895,10 @@ class GSubstitution:
     def share_of_g_effect(self) -> float:
         """Mean ``delta_loss`` as a share of ``identity_delta``: 0 when any input's G_LM does as
         well as the input's own (collapse, functionally), 1 when a frozen G_LM is no better
-        than none."""
+        than none; ``nan`` when ``identity_delta`` is exactly 0 (G_LM = I changes nothing, so
+        there is no scale: a model whose G_LM is the identity)."""
+        if not self.identity_delta:
+            return math.nan
         return float(self.delta_loss.mean()) / self.identity_delta
 
 
@@ -777,25 +909,32 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     and measure the loss and the greedy tokens on ``ids``, for each donor (for the prefix density,
     its G_LM at the donor's last position, which sums over the whole donor).
 
-    ``ids``: evaluation blocks ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets
-    ``ids[:, 1:]``); ``donors``: token ids ``[1, S_d]`` each. The model's own loss and greedy
-    tokens are those of generation (:func:`kvattn.pldr.generation_mode_logits`), since a full
-    pass with the published block density sees later tokens while a constant-G model does not.
+    ``model``: a :class:`kvattn.pldr.PLDRLLM` (PLGA or constant-G); ``ids``: evaluation blocks,
+    int64 ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets ``ids[:, 1:]``, pad targets left
+    out of the loss); ``donors``: a list of token-id tensors ``[1, S_d]``, one sequence each
+    (all on the model's device). The model's own loss and greedy tokens are those of generation
+    (:func:`kvattn.pldr.generation_mode_logits`), since a full pass with the published block
+    density sees later tokens while a constant-G model does not.
     Unlike an order parameter, the result does not depend on how large the mean of G_LM is, only
     on what changing it does.
 
     Raises
     ------
+    TypeError
+        ``model`` is not a PLDRLLM (a GPT has no G_LM); ``ids`` is not an int64 tensor;
+        ``donors`` is not a list or tuple (one tensor of several donors included), or a donor is
+        not an int64 (or int32) tensor.
     ValueError
-        No donors, or ``ids`` not of shape ``[B, S + 1]`` with S ≥ 1.
+        No donors, a donor not of shape ``[1, S_d]`` with S_d ≥ 1, ``ids`` not of shape
+        ``[B, S + 1]`` with B, S ≥ 1, or every target ``ids[:, 1:]`` is ``pad_token_id`` (the
+        loss would average over nothing).
     """
     from .pldr import constant_g_from, generation_mode_logits
     from .train import lm_cross_entropy
 
-    if not donors:
-        raise ValueError("need at least one donor input")
-    if ids.ndim != 2 or ids.shape[1] < 2:
-        raise ValueError(f"ids must have shape [B, S + 1] with S >= 1, got {tuple(ids.shape)}")
+    _check_pldrllm(model)
+    _check_probes(donors, 1, "need at least one donor input", "donors")
+    _check_blocks(ids, "ids", model.config.pad_token_id)
     inputs, targets = ids[:, :-1], ids[:, 1:]
     pad = model.config.pad_token_id
 
@@ -944,16 +1083,15 @@ def collapse_measures(model, probes: list[Tensor], eval_ids: Tensor) -> Collapse
     Raises
     ------
     TypeError
-        ``model`` is not a PLDRLLM (a GPT has no G_LM), or a probe is not a tensor.
+        ``model`` is not a PLDRLLM (a GPT has no G_LM), ``probes`` is not a list or tuple, a
+        probe is not an int64 (or int32) tensor, or ``eval_ids`` is not an int64 tensor.
     ValueError
-        Fewer than two probes, a probe not of shape ``[1, S]`` with S ≥ 1, or ``eval_ids`` not
-        ``[B, S + 1]`` with S ≥ 1 (raised by :func:`g_substitution`).
+        Fewer than two probes, a probe not of shape ``[1, S]`` with S ≥ 1, ``eval_ids`` not
+        ``[B, S + 1]`` with B, S ≥ 1, or every target ``eval_ids[:, 1:]`` is ``pad_token_id``.
     """
-    from .pldr import PLDRLLM
-
-    if not isinstance(model, PLDRLLM):
-        raise TypeError(f"model must be a PLDRLLM (a GPT has no G_LM), got {type(model).__name__}")
+    _check_pldrllm(model)
     _check_probes(probes, 2, "need a list of at least two probes to compare G_LM between inputs")
+    _check_blocks(eval_ids, "eval_ids", model.config.pad_token_id)
     device = next(model.parameters()).device
     probes = [p.to(device) for p in probes]
     was_training = model.training
