@@ -103,7 +103,7 @@ def test_pairs_needed_is_the_first_design_below_the_target():
     n = experiments.pairs_needed(0.0155, 0.01)
     assert minimum_detectable_effect(0.0155, n) < 0.01 <= minimum_detectable_effect(0.0155, n - 1)
     assert experiments.pairs_needed(0.0, 0.01) == 2
-    with pytest.raises(ValueError, match="target must be a positive effect"):
+    with pytest.raises(ValueError, match="target must be a positive finite effect"):
         experiments.pairs_needed(0.01, 0.0)
     with pytest.raises(ValueError, match="100,000 pairs"):
         experiments.pairs_needed(10.0, 1e-4)
@@ -199,7 +199,7 @@ def test_dose_response_measures_each_trained_layer_and_summarises_paired_slopes(
     json.dumps(r.to_dict())
     with pytest.raises(ValueError, match="every β must be a positive number"):
         experiments.swish_beta_dose_response(tokens, betas=[0.0, 1.0], steps=2, lr=1e-2)
-    with pytest.raises(ValueError, match="at least 2 betas and 2 seeds"):
+    with pytest.raises(ValueError, match="at least 2 distinct β"):
         experiments.swish_beta_dose_response(tokens, betas=[1.0], steps=2, lr=1e-2)
 
 
@@ -238,3 +238,201 @@ def test_holm_thresholds_step_down_from_alpha_over_m():
         [0.05, 0.05 / 3, 0.025]
     )
     assert experiments.holm_thresholds([]) == []
+
+
+@pytest.fixture(scope="module")
+def tokens(small_text):
+    from kvattn.data import tokenize
+
+    return tokenize(small_text, vocab_size=512)
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fails the test on any training: a check that comes after it throws the work away."""
+
+    def train_lm_seeds(*args, **kwargs):
+        pytest.fail("trained before refusing the input")
+
+    monkeypatch.setattr(experiments, "train_lm_seeds", train_lm_seeds)
+
+
+SMALL_CONTRAST = dict(
+    acts=["silu"], references=False, d_model=16, n_heads=2, block_size=16, steps=4,
+    lrs=[1e-3, 1e-2], select_seeds=[100], test_seeds=[0, 1], batch_size=4, progress=False,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(test_seeds=(0, 0)), r"test_seeds has duplicates \[0\]"),
+        (dict(select_seeds=(100, 7, 100)), r"select_seeds has duplicates \[100\]"),
+        (dict(test_seeds=[0]), "at least 2 test seeds"),
+        (dict(test_seeds=[0, -1]), r"test_seeds must be ints >= 0, got \[0, -1\]"),
+        (dict(test_seeds=[0, 1.0]), "test_seeds must be ints >= 0"),
+        (dict(test_seeds="01"), "test_seeds must be a sequence of ints"),
+        (dict(alpha=2.0), r"alpha must be a number in \(0, 1\), got 2.0"),
+        (dict(alpha=0), "alpha must be a number in"),
+        (dict(power=1.0), "power must be a number in"),
+        (dict(power=True), "power must be a number in"),
+        (dict(steps=0), "steps must be an int >= 1, got 0"),
+        (dict(steps=2.5), "steps must be an int >= 1"),
+        (dict(lrs=[0.0, 1e-2]), r"every rate of lrs must be a positive finite number, got 0.0"),
+        (dict(lrs=[float("nan")]), "every rate of lrs must be a positive finite number"),
+        (dict(lrs="0.01"), "lrs must be a sequence of rates"),
+        (dict(lrs=[1e-2, 3e-3, 1e-2]), r"silu symmetric.* has duplicates \['0.01'\]"),
+        (
+            dict(lrs={"silu symmetric": [1e-3], "silu gated": [-1.0]}),
+            "every rate of lrs must be a positive finite number, got -1.0",
+        ),
+        (dict(acts="silu"), "acts must be a sequence of σ names"),
+        (dict(acts=["silu", "silu"]), r"acts has duplicates \['silu'\]"),
+        (dict(acts=[]), "acts must name at least one σ"),
+        (dict(references="yes"), "references must be True or False"),
+        (dict(d_model=0), "d_model must be an int >= 1, got 0"),
+        (dict(n_layers=1.0), "n_layers must be an int >= 1"),
+        (dict(batch_size=0), "batch_size must be an int >= 1"),
+        (dict(eval_every=0), "eval_every must be None or an int >= 1, got 0"),
+        (dict(device="nonsense"), "device must name a torch device"),
+        (dict(device="cuda:99"), "device 'cuda:99' is not available"),
+        (dict(progress="no"), "progress must be True or False"),
+        (dict(workers=0), "workers must be an int >= 1"),
+        (dict(block_size=4000), r"block_size 4000 needs more than 4000 ids in tokens.val"),
+    ],
+)
+def test_contrast_refuses_bad_input_before_any_training(tokens, no_training, change, match):
+    with pytest.raises(ValueError, match=match):
+        experiments.symmetry_contrast(tokens, **{**SMALL_CONTRAST, **change})
+
+
+SMALL_DOSE = dict(
+    betas=[0.5, 1.0], seeds=[0, 1], steps=4, lr=1e-2, d_model=16, n_heads=2, block_size=16,
+    batch_size=4, progress=False,
+)  # fmt: skip
+
+
+def test_contrast_and_dose_response_refuse_what_is_not_token_data(no_training):
+    with pytest.raises(TypeError, match=r"tokens must be a kvattn\.data\.TokenData, got str"):
+        experiments.symmetry_contrast("some text", **SMALL_CONTRAST)
+    with pytest.raises(TypeError, match=r"tokens must be a kvattn\.data\.TokenData, got str"):
+        experiments.swish_beta_dose_response("some text", **SMALL_DOSE)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(seeds=(0, 1, 0)), r"seeds has duplicates \[0\]"),
+        (dict(seeds=[0]), "at least 2 seeds"),
+        (dict(seeds=[0, -1]), "seeds must be ints >= 0"),
+        (dict(betas=(0.5, 0.5)), r"betas has duplicates \[0.5\]"),
+        (dict(betas=(1, 1.0, 2.0)), r"betas has duplicates \[1.0\]"),
+        (dict(betas=[0.5]), "at least 2 distinct β"),
+        (dict(betas=[True, 2.0]), "every β must be a positive number"),
+        (dict(betas=[0.0, 1.0]), "every β must be a positive number"),
+        (dict(betas="12"), "betas must be a sequence of numbers"),
+        (dict(steps=0), "steps must be an int >= 1"),
+        (dict(lr=0.0), "lr must be a positive finite number, got 0.0"),
+        (dict(lr=float("inf")), "lr must be a positive finite number"),
+        (dict(lr=True), "lr must be a positive finite number"),
+        (dict(d_model=0), "d_model must be an int >= 1"),
+        (dict(n_heads=3), "not divisible by n_heads=3"),
+        (dict(batch_size=0), "batch_size must be an int >= 1"),
+        (dict(device="nonsense"), "device must name a torch device"),
+        (dict(progress="no"), "progress must be True or False"),
+        (dict(workers=0), "workers must be an int >= 1"),
+        (dict(block_size=4000), "block_size 4000 needs more than 4000 ids in tokens.val"),
+    ],
+)
+def test_dose_response_refuses_bad_input_before_any_training(tokens, no_training, change, match):
+    with pytest.raises(ValueError, match=match):
+        experiments.swish_beta_dose_response(tokens, **{**SMALL_DOSE, **change})
+
+
+def test_check_dose_design_is_the_dose_responses_own_check():
+    """A caller that runs the contrast first checks the dose-response's design before it."""
+    assert experiments.check_dose_design([0.25, 0.5, 1.0], [0, 1]) is None
+    with pytest.raises(ValueError, match=r"at least 2 distinct β for a slope, got \[0.5\]"):
+        experiments.check_dose_design([0.5], [0, 1])
+    with pytest.raises(ValueError, match=r"betas has duplicates \[0.5\]"):
+        experiments.check_dose_design([0.5, 0.5], [0, 1])
+    with pytest.raises(ValueError, match=r"seeds has duplicates \[3\]"):
+        experiments.check_dose_design([0.5, 1.0], [3, 3])
+
+
+def test_check_contrast_design_is_the_contrasts_own_check():
+    """A caller that settles a design before loading the corpus checks it as the contrast will."""
+    design = dict(
+        acts=["silu"], references=False, steps=4, lrs=[1e-3, 1e-2], select_seeds=[100],
+        test_seeds=[0, 1],
+    )  # fmt: skip
+    assert experiments.check_contrast_design(**design) is None
+    for change, match in (
+        (dict(test_seeds=[0, 0]), r"test_seeds has duplicates \[0\]"),
+        (dict(alpha=2.0), r"alpha must be a number in \(0, 1\), got 2.0"),
+        (dict(steps=0), "steps must be an int >= 1, got 0"),
+        (dict(lrs=[1e-2, 1e-2]), r"the grid of silu symmetric has duplicates \['0.01'\]"),
+        (dict(select_seeds=[0]), r"selection and test seeds must differ, both have \[0\]"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            experiments.check_contrast_design(**{**design, **change})
+
+
+@pytest.mark.parametrize("n", [1, 0, True, 2.0])
+def test_a_contrast_of_fewer_than_two_pairs_is_refused(n):
+    with pytest.raises(ValueError, match=r"n must be an int >= 2 \(pairs\)"):
+        experiments.Contrast("silu", 0.1, 0.0, math.inf, 0.0, n, 0.0)
+
+
+def test_paired_contrast_refuses_non_finite_losses():
+    with pytest.raises(ValueError, match=r"finite.*symmetric\[1\] = nan"):
+        paired_contrast("silu", [3.0, float("nan"), 3.1], [3.0, 3.0, 3.0], 0.05, 0.8)
+    with pytest.raises(ValueError, match=r"finite.*gated\[0\] = inf"):
+        paired_contrast("silu", [3.0, 3.1], [float("inf"), 3.0], 0.05, 0.8)
+
+
+@pytest.mark.parametrize("fn", [experiments.holm, experiments.holm_thresholds])
+@pytest.mark.parametrize(
+    "p_values, alpha, match",
+    [
+        ([0.01, float("nan")], 0.05, r"p_values\[1\] = nan"),
+        ([float("nan"), 0.01], 0.05, r"p_values\[0\] = nan"),
+        ([1.5, 0.01, -0.1], 0.05, r"p_values\[0\] = 1.5, p_values\[2\] = -0.1"),
+        (["0.01"], 0.05, r"p_values\[0\] = '0.01'"),
+        ([0.01], 0.0, r"alpha must be a number in \(0, 1\), got 0.0"),
+        ([0.01], 1.0, "alpha must be a number in"),
+        ([0.01], float("nan"), "alpha must be a number in"),
+    ],
+)
+def test_holm_refuses_nan_and_out_of_range_p_values_and_alpha(fn, p_values, alpha, match):
+    with pytest.raises(ValueError, match=match):
+        fn(p_values, alpha)
+
+
+def test_holm_accepts_the_edges_of_the_unit_interval():
+    assert experiments.holm([0.0, 1.0]) == [True, False]
+    assert experiments.holm(np.array([0.001, 0.06])) == [True, False]
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: minimum_detectable_effect("0.1", 4), "sd must be finite"),
+        (lambda: minimum_detectable_effect(0.1, 4, alpha="0.05"), "alpha and power"),
+        (lambda: minimum_detectable_effect(0.1, 4, power=float("nan")), "alpha and power"),
+        (lambda: experiments.pairs_needed(0.01, math.inf), "target must be a positive finite"),
+        (lambda: experiments.pairs_needed(0.01, "0.01"), "target must be a positive finite"),
+        (lambda: experiments.pairs_needed(0.01, 0.01, alpha=2.0), "alpha and power"),
+    ],
+)
+def test_mde_and_pairs_needed_refuse_what_is_not_a_number_in_range(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_interval_and_equivalence_refuse_what_is_not_a_number():
+    c = paired_contrast("silu", [3.0, 3.1, 3.3], [2.9, 3.05, 3.1], 0.05, 0.8)
+    with pytest.raises(ValueError, match="level must lie in"):
+        c.interval("0.9")
+    with pytest.raises(ValueError, match="margin must be a positive finite number"):
+        c.equivalence_p(True)

@@ -31,7 +31,8 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-from collections.abc import Callable, Mapping, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 
@@ -66,6 +67,11 @@ class Contrast:
     n: int
     mde: float  # minimum detectable effect at the design's alpha and power
 
+    def __post_init__(self) -> None:
+        # one pair has no spread: its interval and equivalence p would be NaN
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 2:
+            raise ValueError(f"n must be an int >= 2 (pairs), got {self.n!r}")
+
     @property
     def sd(self) -> float:
         """The standard deviation of the paired differences, se · √n (nats/token)."""
@@ -74,7 +80,7 @@ class Contrast:
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """The two-sided Student-t confidence interval of the mean difference at ``level``
         (nats/token). Raises ``ValueError`` unless 0 < level < 1."""
-        if not 0 < level < 1:
+        if not (_is_number(level) and 0 < level < 1):
             raise ValueError(f"level must lie in (0, 1), got {level!r}")
         half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.se
         return self.mean - half, self.mean + half
@@ -85,7 +91,7 @@ class Contrast:
         t-test p-values against −margin and against +margin. Below alpha exactly when the
         1 − 2·alpha interval lies inside ±margin; a small value supports "no difference as large
         as margin". Raises ``ValueError`` unless margin is a positive finite number."""
-        if not (math.isfinite(margin) and margin > 0):
+        if not (_is_number(margin) and margin > 0):
             raise ValueError(f"margin must be a positive finite number, got {margin!r}")
         if self.se == 0:
             return 0.0 if abs(self.mean) < margin else 1.0
@@ -150,13 +156,14 @@ def minimum_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: flo
     Raises
     ------
     ValueError
-        ``n < 2``, ``sd < 0`` or non-finite, or alpha/power outside (0, 1).
+        ``n`` not an int >= 2, ``sd`` not a finite number >= 0, or alpha/power not numbers in
+        (0, 1).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n must be an int >= 2 (pairs), got {n!r}")
-    if not (math.isfinite(sd) and sd >= 0):
+    if not (_is_number(sd) and sd >= 0):
         raise ValueError(f"sd must be finite and >= 0, got {sd!r}")
-    if not (0 < alpha < 1 and 0 < power < 1):
+    if not (_is_number(alpha) and _is_number(power) and 0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
     dof = n - 1
     return float((stats.t.ppf(1 - alpha / 2, dof) + stats.t.ppf(power, dof)) * sd / math.sqrt(n))
@@ -170,11 +177,11 @@ def pairs_needed(sd: float, target: float, alpha: float = 0.05, power: float = 0
     Raises
     ------
     ValueError
-        ``target`` not positive, bad ``sd``/``alpha``/``power`` (as
+        ``target`` not a positive finite number, bad ``sd``/``alpha``/``power`` (as
         :func:`minimum_detectable_effect`), or no design of up to 100,000 pairs reaches it.
     """
-    if not target > 0:
-        raise ValueError(f"target must be a positive effect, got {target!r}")
+    if not (_is_number(target) and target > 0):
+        raise ValueError(f"target must be a positive finite effect, got {target!r}")
 
     def enough(n: int) -> bool:
         return minimum_detectable_effect(sd, n, alpha, power) < target
@@ -188,9 +195,33 @@ def pairs_needed(sd: float, target: float, alpha: float = 0.05, power: float = 0
     return high
 
 
+def _check_p_values(p_values: Sequence[float], alpha: float) -> list[float]:
+    """The p-values as floats, once each lies in [0, 1] and alpha in (0, 1): a NaN would make the
+    sort, and so the verdicts, depend on the order given."""
+    _check_fraction("alpha", alpha)
+    if not _is_list_like(p_values):
+        raise ValueError(f"p_values must be a sequence of numbers, got {p_values!r}")
+    bad = [f"p_values[{i}] = {p!r}" for i, p in enumerate(p_values) if not _is_probability(p)]
+    if bad:
+        raise ValueError(f"p-values must be numbers in [0, 1], got {', '.join(bad)}")
+    return [float(p) for p in p_values]
+
+
+def _is_probability(p: object) -> bool:
+    return _is_number(p) and 0 <= p <= 1
+
+
 def holm_thresholds(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
     """The level Holm's step-down procedure holds each p-value to (in the order given): the k-th
-    smallest of m must lie below alpha / (m − k + 1) (Holm 1979)."""
+    smallest of m must lie below alpha / (m − k + 1) (Holm 1979).
+
+    Raises
+    ------
+    ValueError
+        A p-value that is not a number in [0, 1] (NaN included; each is named with its index), or
+        ``alpha`` not a number in (0, 1).
+    """
+    p_values = _check_p_values(p_values, alpha)
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     limits = [0.0] * len(p_values)
     for rank, i in enumerate(order):
@@ -201,7 +232,14 @@ def holm_thresholds(p_values: Sequence[float], alpha: float = 0.05) -> list[floa
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
     """Holm's step-down correction: which of the tests reject at family-wise level ``alpha``
     (in the order given). Each p must lie below its :func:`holm_thresholds` level, and testing
-    stops at the first, in increasing order of p, that does not (Holm 1979)."""
+    stops at the first, in increasing order of p, that does not (Holm 1979).
+
+    Raises
+    ------
+    ValueError
+        As :func:`holm_thresholds`.
+    """
+    p_values = _check_p_values(p_values, alpha)
     limits = holm_thresholds(p_values, alpha)
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     reject, holds = [False] * len(p_values), True
@@ -215,11 +253,26 @@ def paired_contrast(
     act: str, symmetric: Sequence[float], gated: Sequence[float], alpha: float, power: float
 ) -> Contrast:
     """The paired t-test of ``symmetric − gated`` (same seeds, same order), as a
-    :class:`Contrast`."""
+    :class:`Contrast`.
+
+    Raises
+    ------
+    ValueError
+        Lists of different lengths or shorter than 2, a value that is not a finite number (each is
+        named with its index), or bad ``alpha``/``power`` (as :func:`minimum_detectable_effect`).
+    """
     if len(symmetric) != len(gated) or len(symmetric) < 2:
         raise ValueError(
             f"need paired lists of the same length >= 2, got {len(symmetric)} and {len(gated)}"
         )
+    bad = [
+        f"{name}[{i}] = {x!r}"
+        for name, values in (("symmetric", symmetric), ("gated", gated))
+        for i, x in enumerate(values)
+        if not _is_number(x)
+    ]
+    if bad:
+        raise ValueError(f"paired values must be finite numbers, got {', '.join(bad)}")
     d = torch.tensor(symmetric, dtype=torch.float64) - torch.tensor(gated, dtype=torch.float64)
     n = len(d)
     sd = float(d.std(unbiased=True))
@@ -231,11 +284,26 @@ def paired_contrast(
 
 
 def kinds(acts: Sequence[str], references: bool) -> dict[str, tuple[str, str | None]]:
-    """Name → (ffn kind, σ) of every layer kind the experiment trains."""
+    """Name → (ffn kind, σ) of every layer kind the experiment trains.
+
+    Raises
+    ------
+    ValueError
+        ``acts`` not a sequence of σ names, empty, with an unknown σ or with one twice (each σ
+        is one contrast).
+    """
+    if not _is_list_like(acts):
+        raise ValueError(f"acts must be a sequence of σ names such as ['silu'], got {acts!r}")
+    if len(acts) == 0:
+        raise ValueError(f"acts must name at least one σ of {list(CONTRASTS)}, got {acts!r}")
     out: dict[str, tuple[str, str | None]] = {}
     for act in acts:
-        if act not in CONTRASTS:
+        if not isinstance(act, str) or act not in CONTRASTS:
             raise ValueError(f"act must be one of {list(CONTRASTS)}, got {act!r}")
+    repeated = _duplicates(acts)
+    if repeated:
+        raise ValueError(f"acts has duplicates {repeated}, got {list(acts)}")
+    for act in acts:
         symmetric, gated = CONTRASTS[act]
         out[f"{act} symmetric"] = (symmetric, act)
         out[f"{act} gated"] = (gated, None)
@@ -251,9 +319,97 @@ def _late_drop(curves: list[list[float]], eval_steps: list[int]) -> float:
     return sum(c[i] - c[-1] for c in curves) / len(curves)
 
 
-def _check_workers(workers: int) -> None:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_list_like(values: object) -> bool:
+    """A sequence or an array, not a string (which would be read one character at a time)."""
+    return (
+        isinstance(values, Sized)
+        and isinstance(values, Iterable)
+        and not isinstance(values, str | bytes | Mapping)
+    )
+
+
+def _duplicates(values: Iterable) -> list:
+    """The values that occur more than once, each named once, in order of first occurrence."""
+    seen, repeated = set(), []
+    for value in values:
+        if value in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    return repeated
+
+
+def _check_int(name: str, value: object, low: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+def _check_fraction(name: str, value: object) -> None:
+    if not (_is_number(value) and 0 < value < 1):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_seeds(name: str, seeds: Sequence[int]) -> None:
+    """Seeds are ints >= 0 and distinct: a seed given twice is one pair counted twice, which
+    shrinks the standard error (to 0 for all-equal seeds: t = inf, p = 0)."""
+    if not _is_list_like(seeds):
+        raise ValueError(f"{name} must be a sequence of ints, got {seeds!r}")
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ValueError(f"{name} must be ints >= 0, got {list(seeds)}")
+    repeated = _duplicates(seeds)
+    if repeated:
+        raise ValueError(f"{name} has duplicates {repeated}, got {list(seeds)}")
+
+
+def _check_device(device: object) -> None:
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from err
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available() and (where.index or 0) < torch.cuda.device_count(),
+        "mps": torch.backends.mps.is_available(),
+    }
+    if not available.get(where.type, False):
+        raise ValueError(f"device {device!r} is not available on this machine")
+
+
+def _check_recipe(
+    tokens: TokenData,
+    shape: dict[str, int],
+    batch_size: int,
+    device: torch.device | str,
+    progress: bool,
+    workers: int,
+) -> None:
+    """The arguments both designs share, checked before any training: a check that training
+    makes itself would come only after the runs before it (or, for the validation stream, after
+    the first run's first ``eval_every`` steps)."""
+    if not isinstance(tokens, TokenData):
+        raise TypeError(f"tokens must be a kvattn.data.TokenData, got {type(tokens).__name__}")
+    for name, value in {**shape, "batch_size": batch_size}.items():
+        _check_int(name, value)
+    block = shape["block_size"]
+    for split in ("train", "val"):
+        if len(getattr(tokens, split)) <= block:  # a window is block_size + 1 ids
+            raise ValueError(
+                f"block_size {block} needs more than {block} ids in tokens.{split}, which has "
+                f"{len(getattr(tokens, split))}"
+            )
+    _check_device(device)
+    _check_flag("progress", progress)
+    _check_int("workers", workers)
 
 
 def _map(fn: Callable, jobs: list, workers: int) -> list:
@@ -325,6 +481,91 @@ def _select_and_test(
     return selection, chosen, tested
 
 
+def check_contrast_design(
+    *,
+    acts: Sequence[str],
+    references: bool,
+    steps: int,
+    lrs: Sequence[float] | Mapping[str, Sequence[float]],
+    select_seeds: Sequence[int],
+    test_seeds: Sequence[int],
+    eval_every: int | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> None:
+    """Refuse a design that :func:`symmetry_contrast` would refuse (the arguments mean what they
+    mean there), without the corpus or the device: the checks that function makes of them before
+    it trains, for a caller that settles a design before other work, so that a bad design is
+    refused at once.
+
+    Raises
+    ------
+    ValueError
+        As :func:`symmetry_contrast`, for these arguments.
+    """
+    _contrast_design(
+        acts, references, steps, lrs, select_seeds, test_seeds, eval_every, alpha, power
+    )
+
+
+def _contrast_design(
+    acts: Sequence[str],
+    references: bool,
+    steps: int,
+    lrs: Sequence[float] | Mapping[str, Sequence[float]],
+    select_seeds: Sequence[int],
+    test_seeds: Sequence[int],
+    eval_every: int | None,
+    alpha: float,
+    power: float,
+) -> tuple[dict[str, tuple[str, str | None]], dict[str, list[float]], Sequence[int]]:
+    """The checked design of :func:`symmetry_contrast`: its kinds (:func:`kinds`), each kind's
+    grid of rates, and the selection seeds it uses (none where no kind has a rate to choose)."""
+    _check_int("steps", steps)
+    if eval_every is not None and (
+        isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1
+    ):
+        raise ValueError(f"eval_every must be None or an int >= 1, got {eval_every!r}")
+    _check_fraction("alpha", alpha)
+    _check_fraction("power", power)
+    _check_flag("references", references)
+    _check_seeds("test_seeds", test_seeds)
+    _check_seeds("select_seeds", select_seeds)
+    if len(test_seeds) < 2:
+        raise ValueError(f"need at least 2 test seeds for a paired test, got {list(test_seeds)}")
+    spec = kinds(acts, references)
+    if isinstance(lrs, Mapping):
+        if set(lrs) != set(spec):
+            raise ValueError(f"lrs names the kinds {sorted(lrs)}, the run trains {sorted(spec)}")
+        grids = {name: lrs[name] for name in spec}
+    else:
+        grids = {name: lrs for name in spec}
+    for name, grid in grids.items():
+        if not _is_list_like(grid):
+            raise ValueError(
+                f"lrs must be a sequence of rates or map each kind to one, got {grid!r} for {name}"
+            )
+        for lr in grid:
+            if not (_is_number(lr) and lr > 0):
+                raise ValueError(
+                    f"every rate of lrs must be a positive finite number, got {lr!r} for {name}"
+                )
+        repeated = _duplicates(f"{lr:g}" for lr in grid)
+        if repeated:
+            raise ValueError(f"the grid of {name} has duplicates {repeated}, got {list(grid)}")
+    grids = {name: list(grid) for name, grid in grids.items()}
+    if not all(grids.values()):
+        raise ValueError(f"every kind needs at least one rate, got {grids}")
+    if all(len(g) == 1 for g in grids.values()):
+        select_seeds = ()  # nothing to choose between: no selection runs
+    elif len(select_seeds) == 0:
+        raise ValueError(f"choosing among the rates {grids} needs at least one selection seed")
+    shared = sorted(set(select_seeds) & set(test_seeds))
+    if shared:
+        raise ValueError(f"selection and test seeds must differ, both have {shared}")
+    return spec, grids, select_seeds
+
+
 def symmetry_contrast(
     tokens: TokenData,
     *,
@@ -360,33 +601,36 @@ def symmetry_contrast(
     rate there is nothing to choose: no selection runs are made, ``select_seeds`` is ignored
     (recorded as ``[]``) and ``selection`` is empty.
 
+    Every argument is checked before any training; :func:`check_contrast_design` makes the checks
+    of the design alone.
+
     Raises
     ------
+    TypeError
+        ``tokens`` is not a :class:`kvattn.data.TokenData`.
     ValueError
-        Unknown σ, fewer than 2 test seeds, an empty ``lrs`` or empty grid, a mapping ``lrs``
-        whose kinds differ from the run's, several rates but no ``select_seeds``, seeds shared
-        between selection and test, or ``workers`` not an int >= 1.
+        ``acts`` not a sequence of known σ, empty or with a σ twice; seeds that are not ints >= 0,
+        a seed twice in ``test_seeds`` or in ``select_seeds`` (it would count one pair twice),
+        fewer than 2 test seeds, or seeds shared between selection and test; ``lrs`` not a
+        sequence or a mapping of sequences of positive finite rates, an empty grid, a rate twice
+        in a grid (as ``f"{lr:g}"``, the key of ``selection``), or a mapping whose kinds differ
+        from the run's; several rates but no ``select_seeds``; ``d_model``, ``n_layers``,
+        ``n_heads``, ``block_size``, ``steps``, ``batch_size``, ``workers`` not ints >= 1
+        (``eval_every`` not None or one), ``d_model`` not divisible by ``n_heads``, a token stream
+        of ``tokens`` no longer than ``block_size``; ``alpha`` or ``power`` not numbers in
+        (0, 1); ``references`` or ``progress`` not a bool; a ``device`` torch does not know or
+        this machine lacks.
     """
-    _check_workers(workers)
-    if len(test_seeds) < 2:
-        raise ValueError(f"need at least 2 test seeds for a paired test, got {list(test_seeds)}")
-    spec = kinds(acts, references)
-    if isinstance(lrs, Mapping):
-        if set(lrs) != set(spec):
-            raise ValueError(f"lrs names the kinds {sorted(lrs)}, the run trains {sorted(spec)}")
-        grids = {name: list(lrs[name]) for name in spec}
-    else:
-        grids = {name: list(lrs) for name in spec}
-    if not all(grids.values()):
-        raise ValueError(f"every kind needs at least one rate, got {grids}")
-    if all(len(g) == 1 for g in grids.values()):
-        select_seeds = ()  # nothing to choose between: no selection runs
-    elif not select_seeds:
-        raise ValueError(f"choosing among the rates {grids} needs at least one selection seed")
-    shared = sorted(set(select_seeds) & set(test_seeds))
-    if shared:
-        raise ValueError(f"selection and test seeds must differ, both have {shared}")
-    eval_every = eval_every or max(1, steps // 20)
+    _check_recipe(
+        tokens,
+        dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, block_size=block_size),
+        batch_size, device, progress, workers,
+    )  # fmt: skip
+    spec, grids, select_seeds = _contrast_design(
+        acts, references, steps, lrs, select_seeds, test_seeds, eval_every, alpha, power
+    )
+    if eval_every is None:
+        eval_every = max(1, steps // 20)
     budget, shape, recipe = _setup(
         d_model, n_layers, n_heads, block_size,
         steps=steps, batch_size=batch_size, eval_every=eval_every, device=device, progress=progress,
@@ -497,20 +741,15 @@ class ShippedExperiment:
 
     @property
     def command(self) -> str:
-        """The command that remakes this file where the book reads it, that is the recorded
-        command with its ``--out`` (if any) set to ``data/experiments/<name>.json``. Some runs
-        wrote elsewhere first and were copied in; where a run writes does not change what it
-        computes. The other arguments are as recorded, under the tool's defaults of the day (the
-        pilot's have since changed; ``data/README.md`` lists its full arguments)."""
-        words = self.provenance["command"].split()
-        if "--out" in words:
-            at = words.index("--out")
-            del words[at : at + 2]
-        return " ".join([*words, "--out", f"data/experiments/{self.name}.json"])
+        """The command that remakes this file: ``kvattn-reproduce experiment <name>``, which runs
+        the design that ``data/plans/experiments.json`` records for it (the arguments it ran
+        with) and writes ``reproduced/experiments/<name>.json`` (``--out data --overwrite``
+        replaces the shipped file). ``provenance["command"]`` is the command as it was run."""
+        return f"kvattn-reproduce experiment {self.name}"
 
 
 def load_shipped(name: str = "symmetry_contrast") -> ShippedExperiment:
-    """Read the results that ``tools/run_symmetry_contrast.py`` wrote to
+    """Read the results that ``kvattn-reproduce experiment`` writes to
     ``data/experiments/<name>.json`` (plain JSON; nothing is unpickled).
 
     Raises
@@ -553,6 +792,38 @@ def _train_beta(
     )
 
 
+def check_dose_design(betas: Sequence[float], seeds: Sequence[int]) -> None:
+    """Refuse a design whose summary :func:`swish_beta_dose_response` could not compute, as that
+    function does before it trains: a caller that trains something else first (the contrast of
+    ``kvattn-reproduce contrast``) calls this before, so that a bad design is not found
+    after hours of training.
+
+    Each seed's slope of loss against violation needs at least two distinct β (a β given twice
+    would add a point, not a dose; with only one β the slope is 0/0), and the paired test of the
+    slopes at least two distinct seeds (a seed given twice counts one slope twice).
+
+    Raises
+    ------
+    ValueError
+        ``betas`` not a sequence of positive finite numbers, a β twice or fewer than 2 β;
+        ``seeds`` not a sequence of ints >= 0, a seed twice or fewer than 2 seeds.
+    """
+    if not _is_list_like(betas):
+        raise ValueError(f"betas must be a sequence of numbers, got {betas!r}")
+    if any(not (_is_number(b) and b > 0) for b in betas):
+        raise ValueError(f"every β must be a positive number, got {list(betas)}")
+    repeated = _duplicates(betas)
+    if repeated:
+        raise ValueError(f"betas has duplicates {repeated}, got {list(betas)}")
+    if len(betas) < 2:
+        raise ValueError(f"need at least 2 distinct β for a slope, got {list(betas)}")
+    _check_seeds("seeds", seeds)
+    if len(seeds) < 2:
+        raise ValueError(
+            f"need at least 2 seeds for a paired test of the slopes, got {list(seeds)}"
+        )
+
+
 def swish_beta_dose_response(
     tokens: TokenData,
     *,
@@ -578,16 +849,30 @@ def swish_beta_dose_response(
     but it also changes the nonlinearity itself (curvature, saturation): a trend of loss against
     violation is consistent with the symmetry-breaking hypothesis, not a proof of it.
 
+    Every argument is checked before any training; :func:`check_dose_design` makes the checks of
+    ``betas`` and ``seeds`` alone.
+
     Raises
     ------
+    TypeError
+        ``tokens`` is not a :class:`kvattn.data.TokenData`.
     ValueError
-        Fewer than 2 β or 2 seeds, a β that is not positive, or ``workers`` not an int >= 1.
+        A bad design (:func:`check_dose_design`: a β or a seed twice, fewer than 2 of either, a
+        β that is not a positive number, a seed that is not an int >= 0); ``lr`` not a positive
+        finite number; ``d_model``, ``n_heads``, ``block_size``, ``steps``, ``batch_size``,
+        ``workers`` not ints >= 1, ``d_model`` not divisible by ``n_heads``, a token stream of
+        ``tokens`` no longer than ``block_size``; ``progress`` not a bool; a ``device`` torch
+        does not know or this machine lacks.
     """
-    _check_workers(workers)
-    if len(betas) < 2 or len(seeds) < 2:
-        raise ValueError(f"need at least 2 betas and 2 seeds, got {list(betas)}, {list(seeds)}")
-    if any(not (isinstance(b, (int, float)) and math.isfinite(b) and b > 0) for b in betas):
-        raise ValueError(f"every β must be a positive number, got {list(betas)}")
+    _check_recipe(
+        tokens,
+        dict(d_model=d_model, n_heads=n_heads, block_size=block_size),
+        batch_size, device, progress, workers,
+    )  # fmt: skip
+    _check_int("steps", steps)
+    if not (_is_number(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    check_dose_design(betas, seeds)
     budget, shape, recipe = _setup(
         d_model, 1, n_heads, block_size,
         steps=steps, batch_size=batch_size, eval_every=max(1, steps // 20), device=device,
