@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import hashlib, json, sys
 import kvattn
-from kvattn.data import recipe, shipped
+from kvattn.data import load_text, recipe, shipped
 from kvattn.train import PretrainConfig
 
 folder = shipped("pldr_tiny")
@@ -38,6 +38,7 @@ json.dump({
     "parameters": model.num_parameters(),
     "recipe": str(recipe("pldr_tiny")),
     "steps": PretrainConfig.from_file(recipe("pldr_tiny")).steps,
+    "pydoc_chars": len(load_text("pydoc")),
 }, sys.stdout)
 """
 
@@ -84,6 +85,21 @@ def test_non_editable_install_finds_shipped_data_outside_the_repository(tmp_path
     assert got["parameters"] == load_pretrained(ROOT / "data" / "pldr_tiny").num_parameters()
     assert Path(got["recipe"]) == package / "_shipped" / "recipes" / "pldr_tiny.json"
     assert got["steps"] == json.loads(recipe("pldr_tiny").read_text())["steps"] == 4000
+    assert got["pydoc_chars"] == 465_126  # the shipped corpus snapshot, not the interpreter's
+    # the reproduction command runs from the install and names every shipped file
+    listed = subprocess.run(
+        [sys.executable, "-m", "kvattn.reproduce", "list"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "data/collapse_hunt/base.json: kvattn-reproduce hunt base" in listed.stdout
+    assert "data/corpora/: kvattn-reproduce corpora" in listed.stdout
+    entry_points = next(target.glob("kvattn-*.dist-info")) / "entry_points.txt"
+    assert "kvattn-reproduce = kvattn.reproduce:main" in entry_points.read_text()
     # every checkpoint and recipe is in the install, byte for byte (README.md is the clone's)
     wanted = {p.relative_to(ROOT / "data") for p in (ROOT / "data").rglob("*") if p.is_file()}
     wanted.discard(Path("README.md"))

@@ -98,8 +98,7 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     shipped_run = experiments.load_shipped(name)
     r, dose, provenance = shipped_run.contrast, shipped_run.dose_response, shipped_run.provenance
     assert provenance["command"].startswith("python tools/run_symmetry_contrast.py")
-    assert shipped_run.command.endswith(f" --out data/experiments/{name}.json")
-    assert shipped_run.command.count("--out") == 1
+    assert shipped_run.command == f"kvattn-reproduce experiment {name}"
     assert len(r.design["test_seeds"]) >= 8 and not set(r.design["test_seeds"]) & set(
         r.design["select_seeds"]
     )
@@ -260,48 +259,42 @@ def test_load_shipped_names_a_missing_key(tmp_path, monkeypatch):
         experiments.load_shipped("broken")
 
 
-def _collapse_hunt_tool():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "collapse_hunt", ROOT / "tools" / "collapse_hunt.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 HUNT = sorted((ROOT / "data" / "collapse_hunt").glob("*.json"))
 
 
 def test_the_collapse_hunt_ships_every_run_of_its_plan():
     from kvattn.data import collapse_hunt
+    from kvattn.reproduce import plan
 
-    assert sorted(p.stem for p in HUNT) == sorted(_collapse_hunt_tool().PLAN)
+    assert sorted(p.stem for p in HUNT) == sorted(plan("collapse_hunt")["runs"])
     with pytest.raises(FileNotFoundError, match=r"no shipped collapse-hunt run .*'base'"):
         collapse_hunt("nonexistent")
 
 
 @pytest.mark.parametrize("path", HUNT, ids=lambda p: p.stem)
 def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
-    """Each shipped run was trained from the plan's recipe (every field the plan sets), its
-    trajectory covers the whole run, and its recorded verdict is the one its own numbers give."""
+    """Each shipped run was trained from its plan's recipe (every field, at the values of the
+    day for fields added to the training code since), its trajectory covers the whole run, and
+    its recorded verdict is the one its own numbers give."""
     from kvattn.data import collapse_hunt
+    from kvattn.reproduce import PretrainConfig, collapsed, hunt_recipe, plan
     from kvattn.train import load_probes
 
-    hunt = _collapse_hunt_tool()
+    hunt = plan("collapse_hunt")
     assert collapse_hunt(path.stem) == path
     record = json.loads(path.read_text())
-    planned = hunt.recipe(path.stem, None, Path("runs/collapse_hunt"))
-    for key, value in planned.items():
-        # (the first runs wrote a checkpoint every 1,000 steps, the later ones every 500: where
-        # a run saves does not change it; the device is the tool's --device)
-        if key not in ("checkpoint_every", "device"):
-            assert record["recipe"][key] == value, key
-    assert record["why"] == hunt.PLAN[path.stem][1]
+    recorded = dict(record["recipe"])
+    assert recorded.pop("overwrite") is True  # the tool of the day forced it; the plan does not
+    planned = json.loads(json.dumps(PretrainConfig(**hunt_recipe(path.stem)).to_dict()))
+    planned.pop("overwrite")
+    added = {k: planned.pop(k) for k in set(planned) - set(recorded)}
+    assert added == {"fused_adamw": False}
+    assert planned == recorded
+    assert record["why"] == hunt["runs"][path.stem]["why"]
+    assert record["collapse_below"] == hunt["collapse_below"]
     probes = load_probes(path)
     assert probes["step"][0] == 0 and probes["step"][-1] == record["recipe"]["steps"]
-    hit = [s for i, s in enumerate(probes["step"]) if hunt.collapsed(probes, i)]
+    hit = [s for i, s in enumerate(probes["step"]) if collapsed(probes, i, hunt["collapse_below"])]
     assert record["collapsed_at_step"] == (hit[0] if hit else None)
     layers, heads = (
         record["recipe"]["model"]["num_hidden_layers"],
@@ -310,28 +303,15 @@ def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
     for when in ("initial", "final"):
         gain = record["row_map_gain"][when]
         assert len(gain) == layers and all(len(row) == heads and min(row) > 0 for row in gain)
-    assert record["row_map_gain"]["collapse_below"] == hunt.ROW_MAP_COLLAPSE_BELOW
+    assert record["row_map_gain"]["collapse_below"] == hunt["row_map_collapse_below"]
     assert len(record["val_loss"]) >= 2 and record["wall_s"] > 0
 
 
-def test_shipped_command_points_its_out_at_the_shipped_file():
-    """A run that wrote to a scratch path and a command with no --out both print the command
-    that remakes the shipped file; every other argument is kept as it was run."""
-    import dataclasses
-
+def test_shipped_command_is_the_package_command_that_remakes_it():
+    """The printed command remakes the file from its plan; the provenance keeps the command as
+    it was run (here one that wrote to a scratch path)."""
     from kvattn import experiments
 
     moved = experiments.load_shipped("symmetry_contrast_silu_12000")
     assert "--out /tmp/dev/symmetry_contrast_silu_12000.json" in moved.provenance["command"]
-    assert moved.command == (
-        "python tools/run_symmetry_contrast.py --workers 2 --acts silu --no-references --betas "
-        "--steps 12000 --rates-from symmetry_contrast_powered --test-seeds 15 --first-test-seed 8 "
-        "--out data/experiments/symmetry_contrast_silu_12000.json"
-    )
-    bare = dataclasses.replace(
-        moved, provenance={**moved.provenance, "command": "python tools/run_symmetry_contrast.py"}
-    )
-    assert bare.command == (
-        "python tools/run_symmetry_contrast.py "
-        "--out data/experiments/symmetry_contrast_silu_12000.json"
-    )
+    assert moved.command == "kvattn-reproduce experiment symmetry_contrast_silu_12000"

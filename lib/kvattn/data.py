@@ -1,8 +1,9 @@
 """Data for the course's experiments, all made or found on the machine (no downloads).
 
 * Real text: the Python language reference that ships with every CPython
-  (``pydoc_data.topics``, about 465 kB of English), the standard-library source, or any local
-  text file; a SentencePiece unigram tokenizer trained on it; random next-token batches.
+  (``pydoc_data.topics``, about 465 kB of English) and the standard-library source, both read
+  from snapshots of CPython 3.11.7 that the course ships, or any local text file; a
+  SentencePiece unigram tokenizer trained on it; random next-token batches.
 * A teacher-student regression task (a random tanh network to imitate).
 * A synthetic key-value recall task (memorise a random key → value table).
 * The trained checkpoints and their recipes that the course ships in ``data/``.
@@ -10,7 +11,11 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
+import json
+import lzma
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,17 +29,27 @@ Tensor = torch.Tensor
 SPECIAL_TOKENS = {"[PAD]": 0, "[UNK]": 1, "[START]": 2, "[END]": 3}
 
 
+#: The corpora that :func:`load_text` reads from shipped snapshots, not from the interpreter.
+CORPORA = ("pydoc", "stdlib")
+
+
 def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str:
     """Return a text corpus.
+
+    The two built-in corpora are read from snapshots the course ships (``data/corpora/``, the
+    text of CPython 3.11.7, under the PSF licence; see :func:`corpus_snapshot`), not from the
+    running interpreter, whose text differs between Python versions: every Python, Colab's
+    included, trains and evaluates on the text the book was made with.
 
     Parameters
     ----------
     source:
-        ``"pydoc"`` — the Python reference topics of this interpreter (``pydoc_data.topics``),
-        joined in sorted-key order; ``"stdlib"`` — the ``.py`` files of the standard library
-        (sorted paths, test suites excluded); ``"hf:NAME[:SPLIT[:COLUMN]]"`` — a Hugging Face
-        dataset (needs the ``datasets`` package and a network; default split ``train``, column
-        ``text``; documents joined by blank lines); or a path to a UTF-8 text file.
+        ``"pydoc"`` — the Python language reference topics (``pydoc_data.topics``), joined in
+        sorted-key order (465,126 characters); ``"stdlib"`` — the ``.py`` files of the standard
+        library (sorted paths, test suites excluded), joined by blank lines;
+        ``"hf:NAME[:SPLIT[:COLUMN]]"`` — a Hugging Face dataset (needs the ``datasets`` package
+        and a network; default split ``train``, column ``text``; documents joined by blank
+        lines); or a path to a UTF-8 text file.
     max_chars:
         Truncate to this many characters (``None``: the whole corpus).
 
@@ -42,29 +57,18 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
     ------
     FileNotFoundError
         A path that does not exist.
+    TypeError
+        ``max_chars`` is not an int (or ``None``).
     ValueError
         An empty corpus, a file that is not UTF-8 (naming the path), or a non-positive
         ``max_chars``.
     """
+    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)):
+        raise TypeError(f"max_chars must be an int or None, got {max_chars!r}")
     if max_chars is not None and max_chars <= 0:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
-    if source == "pydoc":
-        from pydoc_data.topics import topics
-
-        text = "\n\n".join(topics[key] for key in sorted(topics))
-    elif source == "stdlib":
-        root = Path(sysconfig.get_paths()["stdlib"])
-        parts, total = [], 0
-        for path in sorted(root.rglob("*.py")):
-            rel = path.relative_to(root).parts
-            if any(p in ("test", "tests", "idle_test", "site-packages") for p in rel):
-                continue
-            chunk = path.read_text(encoding="utf-8", errors="replace")
-            parts.append(chunk)
-            total += len(chunk)
-            if max_chars is not None and total >= max_chars:
-                break
-        text = "\n\n".join(parts)
+    if source in CORPORA:
+        text = _snapshot_text(source)
     elif isinstance(source, str) and source.startswith("hf:"):
         text = _load_hf_dataset(source, max_chars)
     else:
@@ -83,6 +87,75 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
     if not text.strip():
         raise ValueError(f"the corpus {source!r} is empty")
     return text if max_chars is None else text[:max_chars]
+
+
+def interpreter_text(source: str) -> str:
+    """The corpus ``source`` (``"pydoc"`` or ``"stdlib"``) as the *running* interpreter has it:
+    what the shipped snapshots were made from (``python -m kvattn.reproduce corpora``), and
+    what :func:`load_text` read before them. It differs between Python versions.
+
+    Raises
+    ------
+    ValueError
+        ``source`` is not one of :data:`CORPORA`.
+    """
+    if source == "pydoc":
+        from pydoc_data.topics import topics
+
+        return "\n\n".join(topics[key] for key in sorted(topics))
+    if source == "stdlib":
+        root = Path(sysconfig.get_paths()["stdlib"])
+        parts = []
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(root).parts
+            if any(p in ("test", "tests", "idle_test", "site-packages") for p in rel):
+                continue
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+        return "\n\n".join(parts)
+    raise ValueError(f"source must be one of {CORPORA}, got {source!r}")
+
+
+@dataclass(frozen=True)
+class CorpusSnapshot:
+    """A shipped corpus: ``path`` (``data/corpora/<name>.txt.xz``, xz-compressed UTF-8), and
+    from ``data/corpora/corpora.json`` the Python it was read from, its length in characters and
+    the SHA-256 of its UTF-8 bytes."""
+
+    name: str
+    path: Path
+    python: str
+    chars: int
+    sha256: str
+
+
+def corpus_snapshot(name: str) -> CorpusSnapshot:
+    """Where the shipped corpus ``name`` (one of :data:`CORPORA`) lies, and what it must hold.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of :data:`CORPORA`, or ``corpora.json`` does not describe it.
+    FileNotFoundError
+        The snapshot is missing (a broken install or clone).
+    """
+    if name not in CORPORA:
+        raise ValueError(f"expected a corpus name in {CORPORA}, got {name!r}")
+    path = _shipped_file("corpus", name, "corpora/{}.txt.xz")
+    record = json.loads((path.parent / CORPORA_RECORD).read_text()).get(name)
+    if not isinstance(record, dict) or set(record) != {"python", "chars", "sha256"}:
+        raise ValueError(f"{path.parent / CORPORA_RECORD} has no valid entry for {name!r}")
+    return CorpusSnapshot(name, path, record["python"], record["chars"], record["sha256"])
+
+
+@functools.lru_cache(maxsize=len(CORPORA))
+def _snapshot_text(name: str) -> str:
+    snap = corpus_snapshot(name)
+    raw = lzma.decompress(snap.path.read_bytes())
+    if hashlib.sha256(raw).hexdigest() != snap.sha256:
+        raise ValueError(
+            f"{snap.path} is corrupt: its SHA-256 differs from the one in {CORPORA_RECORD}"
+        )
+    return raw.decode("utf-8")
 
 
 def _load_hf_dataset(source: str, max_chars: int | None) -> str:
@@ -357,6 +430,9 @@ def key_value_recall(
     return RecallTask(keys, values, n_values)
 
 
+#: The record of the shipped corpora's provenance, beside them in ``data/corpora/``.
+CORPORA_RECORD = "corpora.json"
+
 #: The files of a shipped checkpoint folder in ``data/``.
 SHIPPED_FILES = (
     "config.json",
@@ -385,17 +461,28 @@ def _shipped_file(what: str, name: str, pattern: str) -> Path:
     for root in roots:
         if (root / pattern.format(name)).is_file():
             return root / pattern.format(name)
+    raise FileNotFoundError(
+        f"no shipped {what} data/{pattern.format(name)}; the shipped ones: {_available(pattern)}"
+    )
+
+
+def _available(pattern: str) -> list[str]:
+    """The names ``name`` for which ``data/`` (installed or in the clone) has
+    ``pattern.format(name)``, sorted."""
+    roots = [root for root in (_PACKAGE_DATA, _CLONE_DATA) if root.is_dir()]
     before, after = pattern.split("{}")
-    available = sorted(
+    return sorted(
         {
             p.relative_to(root).as_posix()[len(before) : -len(after)]
             for root in roots
             for p in root.glob(pattern.format("*"))
         }
     )
-    raise FileNotFoundError(
-        f"no shipped {what} data/{pattern.format(name)}; the shipped ones: {available}"
-    )
+
+
+def recipe_names() -> list[str]:
+    """The names of the shipped recipes (``data/recipes/<name>.json``), sorted."""
+    return _available("recipes/{}.json")
 
 
 def shipped(name: str) -> Path:
@@ -431,6 +518,18 @@ def recipe(name: str) -> Path:
     return _shipped_file("recipe", name, "recipes/{}.json")
 
 
+def plan(name: str) -> Path:
+    """The JSON plan ``data/plans/<name>.json`` of a family of shipped runs (read by
+    :mod:`kvattn.reproduce`); found like :func:`shipped`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped plans).
+    """
+    return _shipped_file("plan", name, "plans/{}.json")
+
+
 def experiment(name: str) -> Path:
     """The JSON results ``data/experiments/<name>.json`` of a designed experiment the course ships
     (read them with :func:`kvattn.experiments.load_shipped`); found like :func:`shipped`.
@@ -458,7 +557,7 @@ def benchmark_run(name: str) -> Path:
 
 def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     """The JSON record ``data/collapse_hunt/<name>.json`` of one run of chapter 11's collapse
-    hunt (written by ``python tools/collapse_hunt.py``): its recipe, why it was run, its wall
+    hunt (written by ``kvattn-reproduce hunt``): its recipe, why it was run, its wall
     time, the collapse measures every 250 steps (read them with
     :func:`kvattn.train.load_probes`) and the row-map gains of its first and last model; found
     like :func:`shipped`. With ``checkpoint=True``: the folder ``data/collapse_hunt/<name>/`` of
@@ -480,7 +579,7 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
 def trajectory(name: str) -> Path:
     """The JSON file ``data/trajectories/<name>.json``: the collapse measures recorded while the
     shipped checkpoint ``name`` trained again from its recipe with probes (written by
-    ``python tools/make_checkpoints.py --trajectories``; read it with
+    ``kvattn-reproduce trajectory``; read it with
     :func:`kvattn.train.load_probes`, draw it with :func:`kvattn.figures.collapse_trajectories`);
     found like :func:`shipped`.
 
