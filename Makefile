@@ -32,7 +32,7 @@ PYTEST_NB  := -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-t
 help:
 	@echo "make book   - build the course into _build/html (creates .venv on first use)"
 	@echo "make test   - everything CI runs: lint, unit tests, nbval, fast book build, HTML and browser checks"
-	@echo "make lint   - ruff check and ruff format --check"
+	@echo "make lint   - ruff check, ruff format --check and zizmor on the CI workflow"
 	@echo "make format - ruff format and fix"
 	@echo "make clean  - remove _build (keeps .venv)"
 
@@ -52,9 +52,12 @@ book: static
 	$(BOOK_ENV) $(JB) build $(JB_FLAGS) .
 	@echo "The course is at file://$(CURDIR)/_build/html/index.html"
 
+# zizmor checks the CI workflow (pinned actions, token persistence, permissions, injection);
+# --offline: no GitHub token and no network needed.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/zizmor --offline .github/workflows/
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
