@@ -441,3 +441,219 @@ def test_a_model_faster_than_the_reference_product_is_flagged():
     line = benchmark._rates("achieved", {"gpt": 2e9, "pldr": None}, {"gpt": 1.2, "pldr": None})
     assert "gpt 2.0 (120%)" in line and "pldr -" in line and "⚠ impossible" in line
     assert "⚠" not in benchmark._rates("achieved", {"gpt": 2e9}, {"gpt": 0.4})
+
+
+# Bad input is refused before any model is built or anything is timed (issue 28: a late check
+# threw away a whole run's measurements).
+
+TINY = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
+NOWHERE = torch.device("cuda", 99)  # no machine has a 100th GPU
+
+
+def _fail(*args, **kwargs):
+    raise AssertionError("work started before the arguments were checked")
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Every step that builds a model or measures something fails the test if it is reached."""
+    for name in ("_models", "PLDRLLM", "GPT", "interleaved", "_step_counts"):
+        monkeypatch.setattr(benchmark, name, _fail)
+    monkeypatch.setattr(torch, "randn", _fail)
+
+
+@pytest.fixture
+def no_measurement(monkeypatch, no_work):
+    """The command line's measurements fail the test if one is started."""
+    for name in ("bench_train", "bench_generate", "bench_density"):
+        monkeypatch.setattr(benchmark, name, _fail)
+
+
+def _cfg(**changes) -> PLDRConfig:
+    return PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1, **changes})
+
+
+def _call(bench, defaults: dict, changes: dict) -> dict:
+    args = {"name": "tiny", "cfg": TINY, "device": CPU, "budget_s": 1.0, **defaults, **changes}
+    return bench(args.pop("name"), args.pop("cfg"), args.pop("device"), **args)
+
+
+STEP_CASES = [
+    (dict(name=1), TypeError, "name must be a str, got int"),
+    (dict(cfg=dict(benchmark.CONFIGS["tiny"])), TypeError, "cfg must be a PLDRConfig, got dict"),
+    (dict(cfg=_cfg(vocab_size=4)), ValueError, r"vocab_size > 4, got 4"),
+    (dict(device="cpu"), TypeError, "device must be a torch.device, got str"),
+    (dict(device=NOWHERE), ValueError, "device cuda:99 is not available"),
+    (dict(device=torch.device("meta")), ValueError, "cpu, cuda or mps, got meta"),
+    (dict(batch=0), ValueError, "batch must be >= 1, got 0"),
+    (dict(batch=2.0), TypeError, "batch must be an int, got float"),
+    (dict(batch=True), TypeError, "batch must be an int, got bool"),
+    (dict(seq=0), ValueError, "seq must be >= 1, got 0"),
+    (dict(seq=513), ValueError, "seq = 513 exceeds max_position_embeddings = 512"),
+    (dict(budget_s=0), ValueError, "budget_s must be a positive number of seconds, got 0"),
+    (dict(budget_s=float("inf")), ValueError, "budget_s must be a positive number of seconds"),
+    (dict(budget_s=True), ValueError, "budget_s must be a positive number of seconds, got True"),
+    (dict(autocast="bf16"), TypeError, "autocast must be None .* got 'bf16'"),
+    (dict(autocast=torch.int8), TypeError, "autocast must be None .* got torch.int8"),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "match"),
+    [
+        *STEP_CASES,
+        (dict(compile="yes"), TypeError, "compile must be a bool, got str"),
+        (dict(fused_adamw=1), TypeError, "fused_adamw must be a bool, got int"),
+    ],
+)
+def test_training_benchmark_refuses_bad_input_before_any_work(no_work, changes, error, match):
+    with pytest.raises(error, match=match):
+        _call(benchmark.bench_train, dict(batch=2, seq=8), changes)
+
+
+@pytest.mark.parametrize(("changes", "error", "match"), STEP_CASES)
+def test_density_benchmark_refuses_bad_input_before_any_work(no_work, changes, error, match):
+    with pytest.raises(error, match=match):
+        _call(benchmark.bench_density, dict(batch=2, seq=8), changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "match"),
+    [
+        *[case for case in STEP_CASES if not {"batch", "seq"} & set(case[0])],
+        (dict(prompt_len=0), ValueError, "prompt_len must be >= 1, got 0"),
+        (dict(new_tokens=0), ValueError, "new_tokens must be >= 1, got 0"),
+        (dict(new_tokens=4.0), TypeError, "new_tokens must be an int, got float"),
+        (dict(new_tokens=1000), ValueError, "= 1008 exceeds max_position_embeddings = 512"),
+        (dict(model=torch.nn.Linear(2, 2)), TypeError, "model must be a PLDRLLM or None, got"),
+        (
+            dict(model="small"),  # replaced below by a PLDR-LLM with fewer positions
+            ValueError,
+            "= 12 exceeds the model's max_position_embeddings = 10",
+        ),
+        (
+            dict(model="vocab"),  # replaced below by a PLDR-LLM with a smaller vocabulary
+            ValueError,
+            "the model's vocab_size = 512 is smaller than cfg's 1024",
+        ),
+    ],
+)
+def test_generation_benchmark_refuses_bad_input_before_any_work(monkeypatch, changes, error, match):
+    if changes.get("model") in ("small", "vocab"):
+        field = {"small": {"max_position_embeddings": 10}, "vocab": {"vocab_size": 512}}
+        changes = {"model": benchmark.PLDRLLM(_cfg(**field[changes["model"]]))}
+    monkeypatch.setattr(benchmark, "_models", lambda *a: pytest.fail("models built"))
+    monkeypatch.setattr(benchmark, "interleaved", lambda *a, **k: pytest.fail("timed"))
+    with pytest.raises(error, match=match):
+        _call(benchmark.bench_generate, dict(prompt_len=8, new_tokens=4), changes)
+
+
+def test_generation_benchmark_refuses_a_model_on_another_device(monkeypatch):
+    model = benchmark.PLDRLLM(TINY).to("meta")
+    monkeypatch.setattr(benchmark, "_models", lambda *a: pytest.fail("models built"))
+    with pytest.raises(ValueError, match="the model is on meta, not on cpu"):
+        benchmark.bench_generate("tiny", TINY, CPU, model=model, budget_s=1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(device="cpu"), TypeError, "device must be a torch.device, got str"),
+        (dict(device=NOWHERE), ValueError, "device cuda:99 is not available"),
+        (dict(n=0), ValueError, "n must be >= 1, got 0"),
+        (dict(n=8.0), TypeError, "n must be an int, got float"),
+        (dict(dtype=torch.int64), TypeError, "dtype must be a floating torch.dtype, got"),
+    ],
+)
+def test_matmul_rate_refuses_bad_input_before_any_product(no_work, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        benchmark.matmul_rate(**{"device": CPU, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(variants={"a": lambda: None, "b": 3}), TypeError, "variant 'b' must be callable"),
+        (dict(budget_s=True), ValueError, "budget_s must be a positive number of seconds"),
+        (dict(budget_s=float("nan")), ValueError, "budget_s must be a positive number"),
+        (dict(min_rounds=True), ValueError, "min_rounds"),
+        (dict(device="cpu"), TypeError, "device must be a torch.device, got str"),
+    ],
+)
+def test_interleaved_refuses_bad_input_before_timing_anything(kwargs, error, match):
+    called = []
+    args = dict(variants={"a": lambda: called.append("a")}, ratios={}, device=CPU, budget_s=1.0)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        interleaved(args.pop("variants"), args.pop("ratios"), args.pop("device"), **args)
+    assert called == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # issue 28's three runs that measured everything, then failed
+        (["--new-tokens", "1000"], "--new-tokens 1000 does not fit config 'tiny'"),
+        (["--json", "{tmp}/missing/run.json"], "the folder {tmp}/missing does not exist"),
+        (["--seq", "1"], "argument --seq: must be >= 2 (the generation prompt is --seq // 2"),
+        (["--seq", "513"], "config 'tiny': seq = 513 exceeds max_position_embeddings = 512"),
+        (
+            ["--configs", "110M", "--seq", "1000", "--new-tokens", "600"],
+            "--seq 1000 with --new-tokens 600 does not fit config '110M': the prompt (--seq // 2 "
+            "= 500 tokens) and the new tokens exceed max_position_embeddings = 1024",
+        ),
+        (["--batch", "0"], "argument --batch: must be >= 1, got 0"),
+        (["--batch", "two"], "argument --batch: expected an integer, got 'two'"),
+        (["--new-tokens", "0"], "argument --new-tokens: must be >= 1, got 0"),
+        (["--budget", "0"], "argument --budget: must be a positive number of seconds, got '0'"),
+        (["--budget", "nan"], "argument --budget: must be a positive number of seconds"),
+        (["--budget", "inf"], "argument --budget: must be a positive number of seconds"),
+        (["--device", "cuda:99"], "argument --device: device cuda:99 is not available"),
+        (["--device", "gpu"], "argument --device: expected a torch device"),
+        (["--json", "{tmp}"], "--json {tmp} is a folder"),
+        (["--json", "{tmp}/old.json"], "--json {tmp}/old.json exists: pass --overwrite"),
+    ],
+)
+def test_cli_refuses_bad_arguments_before_any_measurement(
+    no_measurement, tmp_path, capsys, argv, message
+):
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    with pytest.raises(SystemExit) as exit_:
+        benchmark.main(["--configs", "tiny", *argv] if "--configs" not in argv else argv)
+    assert exit_.value.code == 2  # argparse's usage error
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
+    assert old.read_text() == "kept"
+
+
+def test_cli_overwrites_an_existing_json_record_only_when_asked(monkeypatch, tmp_path, capsys):
+    calls = []
+
+    def fake(kind):
+        def bench(name, cfg, device, **kwargs):
+            calls.append((kind, name, kwargs.get("seq", kwargs.get("prompt_len"))))
+            return {"config": name, kind: True}
+
+        return bench
+
+    for kind in ("bench_train", "bench_generate", "bench_density"):
+        monkeypatch.setattr(benchmark, kind, fake(kind))
+    monkeypatch.setattr(benchmark, "report", lambda r: "")
+    path = tmp_path / "run.json"
+    path.write_text("an older record")
+    argv = ["--configs", "tiny", "--seq", "4", "--budget", "1", "--device", "cpu"]
+    argv += ["--json", str(path)]
+    with pytest.raises(SystemExit):
+        benchmark.main(argv)
+    assert calls == [] and path.read_text() == "an older record"
+    assert benchmark.main([*argv, "--overwrite"]) == 0
+    # the prompt is half of --seq
+    assert calls == [
+        ("bench_train", "tiny", 4),
+        ("bench_generate", "tiny", 2),
+        ("bench_density", "tiny", 4),
+    ]
+    record = json.loads(path.read_text())
+    assert [r["config"] for r in record["results"]] == ["tiny", "tiny"]
+    assert record["results"][0] == {"config": "tiny", "bench_train": True, "bench_generate": True}

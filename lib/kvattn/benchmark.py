@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -152,10 +153,83 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, median, q3
 
 
-def _check_budget(budget_s: float, min_rounds: int, max_rounds: int, target_spread: float) -> None:
-    if not (isinstance(budget_s, int | float) and budget_s > 0):
+def _check_seconds(budget_s: float) -> None:
+    # an infinite budget would leave a notebook cell unbounded, which the budget exists to prevent
+    if (
+        isinstance(budget_s, bool)
+        or not isinstance(budget_s, int | float)
+        or not (math.isfinite(budget_s) and budget_s > 0)
+    ):
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
-    if not (isinstance(min_rounds, int) and isinstance(max_rounds, int) and 1 <= min_rounds):
+
+
+def _check_int(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_bool(name: str, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
+def _check_device(device: torch.device) -> None:
+    if not isinstance(device, torch.device):
+        raise TypeError(f"device must be a torch.device, got {type(device).__name__}")
+    if device.type == "cuda":
+        available = torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    elif device.type == "mps":
+        available = torch.backends.mps.is_available()
+    elif device.type == "cpu":
+        available = True
+    else:
+        raise ValueError(f"the benchmark runs on cpu, cuda or mps, got {device}")
+    if not available:
+        raise ValueError(f"device {device} is not available on this machine")
+
+
+def _check_run(
+    name: str, cfg: PLDRConfig, device: torch.device, budget_s: float, autocast: torch.dtype | None
+) -> None:
+    """What every measurement takes: a label, a configuration, a device, a budget, a dtype."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not isinstance(cfg, PLDRConfig):
+        raise TypeError(f"cfg must be a PLDRConfig, got {type(cfg).__name__}")
+    if cfg.vocab_size <= 4:
+        raise ValueError(
+            "random token ids are drawn from [4, vocab_size), above the special tokens: need "
+            f"vocab_size > 4, got {cfg.vocab_size}"
+        )
+    _check_device(device)
+    _check_seconds(budget_s)
+    if autocast not in (None, torch.bfloat16, torch.float16):
+        raise TypeError(
+            f"autocast must be None (float32), torch.bfloat16 or torch.float16, got {autocast!r}"
+        )
+
+
+def _check_step(cfg: PLDRConfig, batch: int, seq: int) -> None:
+    """A training step's shape: ``batch`` rows of ``seq`` inputs (``seq + 1`` ids, so that even
+    ``seq = 1`` has a next token to predict) within the positions of ``cfg``."""
+    _check_int("batch", batch, 1)
+    _check_int("seq", seq, 1)
+    if seq > cfg.max_position_embeddings:
+        raise ValueError(
+            f"seq = {seq} exceeds max_position_embeddings = {cfg.max_position_embeddings}"
+        )
+
+
+def _check_budget(budget_s: float, min_rounds: int, max_rounds: int, target_spread: float) -> None:
+    _check_seconds(budget_s)
+    if not (
+        isinstance(min_rounds, int)
+        and isinstance(max_rounds, int)
+        and not isinstance(min_rounds, bool)
+        and 1 <= min_rounds
+    ):
         raise ValueError(
             f"need integers 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}"
         )
@@ -201,11 +275,18 @@ def interleaved(
     Raises
     ------
     ValueError
-        On an empty ``variants``, a ratio naming an unknown variant, or a bad budget.
+        On an empty ``variants``, a ratio naming an unknown variant, a bad budget, or a device
+        that this machine does not have.
+    TypeError
+        A variant that is not callable, or a ``device`` that is not a ``torch.device``.
     """
     _check_budget(budget_s, min_rounds, max_rounds, target_spread)
+    _check_device(device)
     if not variants:
         raise ValueError("variants is empty: nothing to time")
+    for name, fn in variants.items():
+        if not callable(fn):
+            raise TypeError(f"variant {name!r} must be callable, got {type(fn).__name__}")
     for label, pair in ratios.items():
         unknown = [v for v in pair if v not in variants]
         if len(pair) != 2 or unknown:
@@ -357,8 +438,20 @@ def matmul_rate(
 
     ``n`` defaults to 1024 on the CPU and 8192 on a GPU (large enough to reach the device's
     matrix-unit speed, small enough to take well under a second each).
+
+    Raises
+    ------
+    TypeError
+        ``device`` not a ``torch.device``, ``dtype`` not a floating dtype, ``n`` not an int.
+    ValueError
+        ``n`` < 1, or a device that this machine does not have.
     """
-    n = n or (1024 if device.type == "cpu" else 8192)
+    _check_device(device)
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    if n is None:
+        n = 1024 if device.type == "cpu" else 8192
+    _check_int("n", n, 1)
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     times = []
@@ -462,7 +555,21 @@ def bench_train(
     constant-G differences), the same as fractions of :func:`matmul_rate`
     (``train_matmul_fraction``), ``train_peak_mib``, and with ``compile`` the seconds each
     model's first step took beyond a compiled step (``compile_s``).
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type (``device`` must be a ``torch.device``, ``autocast``
+        ``None``, ``torch.bfloat16`` or ``torch.float16``).
+    ValueError
+        ``batch`` or ``seq`` < 1, ``seq`` beyond ``max_position_embeddings``, a budget that is
+        not a positive finite number of seconds, ``vocab_size`` <= 4, or a device that this
+        machine does not have. All is checked before any model is built.
     """
+    _check_run(name, cfg, device, budget_s, autocast)
+    _check_step(cfg, batch, seq)
+    _check_bool("compile", compile)
+    _check_bool("fused_adamw", fused_adamw)
     models = _models(cfg, device)
     out = _header(name, cfg, device, models, autocast)
     out.update(
@@ -553,7 +660,12 @@ def bench_density(
     FLOPs (``prefix_flops_over_block``), median step times ``density_step_s`` and peak memory
     ``density_peak_mib`` of both. The prefix density multiplies the metric learner's work and
     its saved activations by ``seq``: use a small configuration.
+
+    Raises ``TypeError``/``ValueError`` for bad arguments, as :func:`bench_train` does, before
+    any model is built.
     """
+    _check_run(name, cfg, device, budget_s, autocast)
+    _check_step(cfg, batch, seq)
     torch.manual_seed(0)
     block = PLDRLLM(PLDRConfig.from_dict({**cfg.to_dict(), "density": "block"})).to(device)
     prefix = PLDRLLM(PLDRConfig.from_dict({**cfg.to_dict(), "density": "prefix"})).to(device)
@@ -620,18 +732,43 @@ def bench_generate(
     tokens over the median time of a whole ``generate`` call, the prompt's pass included) and
     ``generate_peak_mib``.
 
-    Raises ``ValueError`` when the prompt and the new tokens do not fit in
-    ``max_position_embeddings``.
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type, as for :func:`bench_train`, or a ``model`` that is not a
+        :class:`~kvattn.pldr.PLDRLLM`.
+    ValueError
+        ``prompt_len`` or ``new_tokens`` < 1; the prompt and the new tokens do not fit in
+        ``max_position_embeddings`` (of ``cfg``, and of ``model``'s configuration); ``model``
+        has a smaller vocabulary than ``cfg`` (the prompt's ids come from ``cfg``) or lies on
+        another device; a bad budget, vocabulary or device as for :func:`bench_train`. All is
+        checked before any model is built.
     """
-    if prompt_len < 1 or new_tokens < 1:
-        raise ValueError(
-            f"need prompt_len >= 1 and new_tokens >= 1, got {prompt_len}, {new_tokens}"
-        )
+    _check_run(name, cfg, device, budget_s, autocast)
+    _check_int("prompt_len", prompt_len, 1)
+    _check_int("new_tokens", new_tokens, 1)
     if prompt_len + new_tokens > cfg.max_position_embeddings:
         raise ValueError(
             f"prompt_len + new_tokens = {prompt_len + new_tokens} exceeds "
             f"max_position_embeddings = {cfg.max_position_embeddings}"
         )
+    if model is not None:
+        if not isinstance(model, PLDRLLM):
+            raise TypeError(f"model must be a PLDRLLM or None, got {type(model).__name__}")
+        own = model.config
+        if prompt_len + new_tokens > own.max_position_embeddings:
+            raise ValueError(
+                f"prompt_len + new_tokens = {prompt_len + new_tokens} exceeds the model's "
+                f"max_position_embeddings = {own.max_position_embeddings}"
+            )
+        if own.vocab_size < cfg.vocab_size:
+            raise ValueError(
+                f"the model's vocab_size = {own.vocab_size} is smaller than cfg's "
+                f"{cfg.vocab_size}: the prompt's ids are drawn from cfg's"
+            )
+        where = next(model.parameters()).device
+        if where.type != device.type or (device.index is not None and where != device):
+            raise ValueError(f"the model is on {where}, not on {device}")
     models = _models(cfg, device)
     if model is not None:
         models["pldr"] = model
@@ -894,18 +1031,70 @@ def load_results(path: str | Path) -> tuple[dict, list[dict]]:
 _RATIO_FIELDS = {"median", "q1", "q3", "rounds", "flag"}
 
 
+def _int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an int >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}{why}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _device(text: str) -> torch.device:
+    """An argparse type: a device that this machine has."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a torch device (cpu, cuda, cuda:1, mps), got {text!r}"
+        ) from None
+    try:
+        _check_device(device)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return device
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m kvattn.benchmark [--configs ...] [--json FILE]``."""
+    """Command line: ``python -m kvattn.benchmark [--configs ...] [--json FILE]``.
+
+    Every argument is checked against every configuration it will be used with, and the
+    ``--json`` file's folder, before anything is measured: a bad one exits with a usage error
+    (exit code 2). ``--json`` never replaces an existing file unless ``--overwrite`` is given.
+    """
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--configs", nargs="+", default=["tiny", "mid"], choices=list(CONFIGS))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument(
-        "--budget", type=float, default=60.0, help="seconds per measurement (default 60)"
+        "--device", type=_device, default="cuda" if torch.cuda.is_available() else "cpu"
+    )
+    parser.add_argument("--batch", type=_int_at_least(1), default=8)
+    parser.add_argument(
+        "--seq",
+        type=_int_at_least(2, " (the generation prompt is --seq // 2 tokens)"),
+        default=128,
+    )
+    parser.add_argument("--new-tokens", type=_int_at_least(1), default=256)
+    parser.add_argument(
+        "--budget", type=_seconds, default=60.0, help="seconds per measurement (default 60)"
     )
     parser.add_argument("--no-amp", action="store_true", help="float32 even where bf16 is native")
     parser.add_argument(
@@ -927,9 +1116,36 @@ def main(argv: list[str] | None = None) -> int:
         "the prefix density's memory grows with seq: keep it small)",
     )
     parser.add_argument("--json", type=Path, help="write the results as JSON")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="let --json replace an existing file"
+    )
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
+    device = args.device
     dtype = None if args.no_amp else default_autocast(device)
+    prompt_len = args.seq // 2
+    for name in args.configs:
+        cfg = PLDRConfig(**CONFIGS[name])
+        try:
+            _check_run(name, cfg, device, args.budget, dtype)
+            _check_step(cfg, args.batch, args.seq)
+        except (TypeError, ValueError) as err:
+            parser.error(f"config {name!r}: {err}")
+        if prompt_len + args.new_tokens > cfg.max_position_embeddings:
+            parser.error(
+                f"--seq {args.seq} with --new-tokens {args.new_tokens} does not fit config "
+                f"{name!r}: the prompt (--seq // 2 = {prompt_len} tokens) and the new tokens "
+                f"exceed max_position_embeddings = {cfg.max_position_embeddings}"
+            )
+    if args.json is not None:
+        folder = args.json.parent
+        if args.json.is_dir():
+            parser.error(f"--json {args.json} is a folder, expected a file to write")
+        if not folder.is_dir():
+            parser.error(f"--json {args.json}: the folder {folder} does not exist")
+        if args.json.exists() and not args.overwrite:
+            parser.error(f"--json {args.json} exists: pass --overwrite to replace it")
+        if not os.access(folder, os.W_OK):
+            parser.error(f"--json {args.json}: the folder {folder} is not writable")
     results = []
     common = dict(budget_s=args.budget, autocast=dtype)  # every measurement's
     step = dict(batch=args.batch, seq=args.seq, **common)  # the training steps'
