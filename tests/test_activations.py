@@ -241,3 +241,19 @@ def test_scalar_callables_and_layers_are_rejected_with_a_clear_message():
         resolve(math.tanh)
     with pytest.raises(TypeError, match="must map a tensor to a tensor of the same shape"):
         resolve(GatedMLP(64, 8))
+
+
+@pytest.mark.parametrize("beta", ["2", True, [2.0], torch.tensor(2.0)])
+def test_non_numeric_beta_is_named_as_swish_beta(beta):
+    """A β that is not a real number (a string, a bool, a tensor ...) is refused with a message
+    that says it is Swish's β and must be a number, for "swish" and for "silu"."""
+    for name in ("swish", "silu"):
+        with pytest.raises(TypeError, match=r"beta is Swish's β .* must be a real number, got"):
+            resolve(name, beta)
+
+
+def test_numeric_betas_of_any_real_type_are_accepted():
+    import numpy as np
+
+    assert resolve("swish", 2).beta == 2.0
+    assert resolve("swish", np.float64(0.5)).beta == 0.5

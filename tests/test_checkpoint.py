@@ -32,6 +32,8 @@ from kvattn.checkpoint import (
 from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
 
 F64 = torch.float64
+#: The config.json key that marks a kvattn GPT written as an identity-G PLDR-LLM.
+MARKER = "kvattn_architecture"
 L, H, DK, D, V, A_DFF, FF, NRES, NDENSE = 2, 4, 8, 32, 128, 12, 80, 2, 2
 
 #: The fields of config.json that the published HF port reads (pldr-spec §9).
@@ -171,6 +173,52 @@ def test_float64_round_trip_and_dtype_argument(tmp_path):
     torch.testing.assert_close(out, logits(model).to(F64), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("float32", torch.float32),
+        ("float16", torch.float16),
+        ("bfloat16", torch.bfloat16),
+        ("float64", F64),
+    ],
+)
+def test_dtype_given_as_a_config_json_name(saved, name, dtype):
+    """Regression: dtype="float16" used to fail with "Invalid device string". The names that
+    config.json records are accepted and mean the torch dtype of that name."""
+    _, directory = saved
+    by_name = load_pretrained(directory, dtype=name)
+    by_dtype = load_pretrained(directory, dtype=dtype)
+    assert {p.dtype for p in by_name.parameters()} == {dtype}
+    for key, value in by_dtype.state_dict().items():
+        assert torch.equal(by_name.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(dtype="half"), ValueError, r"dtype 'half' is not one of .*'float16'"),
+        (dict(dtype="torch.float16"), ValueError, r"dtype 'torch.float16' is not one of"),
+        (dict(dtype="cpu"), ValueError, r"dtype 'cpu' is a device: did you mean device='cpu'"),
+        (dict(dtype="cuda:0"), ValueError, r"did you mean device='cuda:0'"),
+        (dict(dtype=torch.int64), ValueError, r"floating-point dtype, got torch.int64"),
+        (dict(dtype=16), TypeError, r"dtype must be None, a torch dtype or one of .* got 16"),
+        (
+            dict(device=torch.float16),
+            TypeError,
+            r"device got the dtype torch.float16: did you mean dtype=torch.float16",
+        ),
+        (dict(device="float16"), ValueError, r"device 'float16' is a dtype name: did you mean "),
+        (dict(device="gpu"), ValueError, r"device 'gpu' is not a device such as 'cpu'"),
+        (dict(device=0.5), TypeError, r"device must be None, a str such as 'cuda:0' or a torch"),
+    ],
+)
+def test_dtype_and_device_mixups_are_named_before_any_work(tmp_path, kwargs, error, match):
+    """A dtype passed as the device (or the reverse), an unknown name or an integer dtype is
+    refused with a message naming the argument, before the checkpoint is even looked for."""
+    with pytest.raises(error, match=match):
+        load_pretrained(tmp_path / "does-not-exist", **kwargs)
+
+
 def test_rope_tables_are_rebuilt_after_loading(saved):
     """The RoPE tables are non-persistent; the loader builds the model on the meta device and
     must rebuild them, with the config's layout."""
@@ -219,11 +267,7 @@ def test_config_json_has_published_fields(saved):
         pad_token_id=0,
     )
     assert {k: raw[k] for k in expected} == expected
-    assert "extra" not in raw
-    gpt_dir = save_pretrained(build("gpt"), directory.parent / "gpt")
-    assert json.loads((gpt_dir / CONFIG_NAME).read_text())["architectures"] == [
-        "KvattnGPTForCausalLM"
-    ]
+    assert "extra" not in raw and "kvattn_architecture" not in raw
 
 
 def test_safetensors_has_published_names_and_shapes(saved):
@@ -267,7 +311,7 @@ def test_key_count_formula_for_other_sizes(tmp_path):
     directory = save_pretrained(model, tmp_path / "c")
     assert len(load_file(directory / WEIGHTS_NAME)) == 3 * per_layer_keys(3, 1) + 5 == 3 * 49 + 5
     gpt_dir = save_pretrained(build("gpt", num_hidden_layers=3), tmp_path / "g")
-    assert len(load_file(gpt_dir / WEIGHTS_NAME)) == 3 * 18 + 5
+    assert len(load_file(gpt_dir / WEIGHTS_NAME)) == 3 * 18 + 5 + 2  # + the two G buffers
 
 
 def test_constant_g_checkpoint_layout(tmp_path):
@@ -286,6 +330,145 @@ def test_constant_g_checkpoint_layout(tmp_path):
     assert len(tensors) == L * 18 + 5 + 2
     raw = json.loads((directory / CONFIG_NAME).read_text())
     assert raw["custom_G_type"] == "random" and raw["architectures"] == ["PldrllmForCausalLM"]
+
+
+def test_gpt_is_written_as_an_identity_g_pldrllm(tmp_path):
+    """Regression: a GPT used to be written with architectures ["KvattnGPTForCausalLM"] and no
+    custom_G_type, which the published PldrllmForCausalLM builds as a PLGA model with random
+    PLGA tensors. It is now written as the published format's own SDPA model: custom_G_type
+    "identity", architectures ["PldrllmForCausalLM"], the persistent G buffers with G_LM = I
+    (A and A_LM zero, as the port's G_values_init) and no PLGA tensors; only a kvattn key marks
+    it. Its file is exactly that of the identity constant-G model with the same weights."""
+    assert C.GPT_MARKER_KEY == MARKER
+    gpt = build("gpt")
+    directory = save_pretrained(gpt, tmp_path / "gpt")
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    assert raw["architectures"] == ["PldrllmForCausalLM"] and raw["model_type"] == "pldrllm"
+    assert raw["custom_G_type"] == "identity" and raw[MARKER] == "KvattnGPTForCausalLM"
+    for name in PUBLISHED_FIELDS:
+        assert name in raw, name
+    tensors = load_file(directory / WEIGHTS_NAME)
+    past = tensors["decoder.past_G_values"]
+    assert past.shape == (L, 3, 1, H, DK, DK) and past.dtype == torch.float32
+    assert torch.equal(past[:, 2, 0], torch.eye(DK).expand(L, H, DK, DK))
+    assert (past[:, :2] == 0).all()
+    status = tensors["decoder.past_G_values_status"]
+    assert status.dtype == torch.bool and status.shape == (L,) and status.all()
+    banned = ("plgatt_layer", "reslayerAs", "mha1.layernorm1", "G_LM")
+    assert not [k for k in tensors if any(b in k for b in banned)]
+    assert len(tensors) == L * 18 + 5 + 2
+    for key, value in to_published(gpt.state_dict(), gpt.config).items():
+        assert torch.equal(tensors[key], value), key
+    # the identity constant-G model with these weights writes the same file, but for the marker
+    const_g = PLDRLLM(cfg(custom_G_type="identity"))
+    const_g.load_state_dict(
+        {**gpt.state_dict(), **{k: v for k, v in const_g.state_dict().items() if "G_LM" in k}}
+    )
+    other = save_pretrained(const_g, tmp_path / "const_g")
+    assert json.loads((other / CONFIG_NAME).read_text()) == {
+        k: v for k, v in raw.items() if k != MARKER
+    }
+    theirs = load_file(other / WEIGHTS_NAME)
+    assert theirs.keys() == tensors.keys()
+    assert all(torch.equal(theirs[k], v) for k, v in tensors.items())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64, torch.bfloat16])
+def test_gpt_round_trip_through_the_identity_g_format(tmp_path, dtype):
+    """The marked identity-G checkpoint loads back as a GPT: same config (custom_G_type None,
+    as a GPT's), every tensor equal, the same logits, in the model's dtype (the identity is
+    exact in every dtype)."""
+    gpt = build("gpt").to(dtype)
+    directory = save_pretrained(gpt, tmp_path / "gpt")
+    assert load_file(directory / WEIGHTS_NAME)["decoder.past_G_values"].dtype == dtype
+    loaded = load_pretrained(directory)
+    assert type(loaded) is GPT and loaded.config == gpt.config
+    assert loaded.config.custom_G_type is None
+    assert loaded.state_dict().keys() == gpt.state_dict().keys()
+    for key, value in gpt.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert torch.equal(logits(loaded), logits(gpt))
+    # written back, it is the same file
+    again = load_file(save_pretrained(loaded, tmp_path / "again") / WEIGHTS_NAME)
+    first = load_file(directory / WEIGHTS_NAME)
+    assert again.keys() == first.keys() and all(torch.equal(again[k], first[k]) for k in first)
+
+
+def test_unmarked_identity_g_checkpoint_loads_as_constant_g_with_the_gpt_logits(tmp_path):
+    """Without the kvattn key, an identity-G checkpoint (published, or a kvattn constant-G model)
+    loads as the constant-G PLDR-LLM, as before; it computes the GPT's logits exactly (q·I = q),
+    which is what the published port computes from the same file."""
+    gpt = build("gpt")
+    directory = save_pretrained(gpt, tmp_path / "gpt")
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    del raw[MARKER]
+    (directory / CONFIG_NAME).write_text(json.dumps(raw))
+    loaded = load_pretrained(directory)
+    assert type(loaded) is PLDRLLM and loaded.config.custom_G_type == "identity"
+    assert all(torch.equal(G, torch.eye(DK).expand(H, DK, DK)) for G in loaded.G_LM())
+    assert torch.equal(logits(loaded), logits(gpt))
+    assert torch.equal(
+        logits(loaded, output_pldr_attentions=True), logits(gpt, output_pldr_attentions=True)
+    )
+
+
+def _old_gpt_checkpoint(gpt, directory: Path) -> Path:
+    """A GPT checkpoint in the format kvattn wrote before: architectures
+    ["KvattnGPTForCausalLM"], custom_G_type null, no G buffers (as data/gpt_tiny)."""
+    save_pretrained(gpt, directory)
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    del raw[MARKER]
+    raw.update(architectures=["KvattnGPTForCausalLM"], custom_G_type=None)
+    (directory / CONFIG_NAME).write_text(json.dumps(raw))
+    tensors = load_file(directory / WEIGHTS_NAME)
+    del tensors["decoder.past_G_values"], tensors["decoder.past_G_values_status"]
+    save_file(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt"})
+    return directory
+
+
+def test_old_gpt_checkpoints_still_load_as_before(tmp_path):
+    gpt = build("gpt")
+    loaded = load_pretrained(_old_gpt_checkpoint(gpt, tmp_path / "old"))
+    assert type(loaded) is GPT and loaded.config == gpt.config
+    for key, value in gpt.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert torch.equal(logits(loaded), logits(gpt))
+
+
+@pytest.mark.parametrize(
+    ("config_changes", "tensor_change", "match"),
+    [
+        ({MARKER: "KvattnTinyLM"}, None, r"kvattn_architecture must be 'KvattnGPTForCausalLM'"),
+        (
+            dict(custom_G_type="random"),
+            None,
+            r"custom_G_type 'identity', but custom_G_type is 'random'",
+        ),
+        (dict(custom_G_type=None), None, r"custom_G_type 'identity', but custom_G_type is None"),
+        ({}, "perturb", r"G_LM = I.*layer 1"),
+        ({}, "drop", r"missing decoder.past_G_values"),
+        ({}, "unset", r"past_G_values_status"),
+    ],
+)
+def test_marked_gpt_checkpoint_must_be_identity_g(tmp_path, config_changes, tensor_change, match):
+    """The kvattn key is trusted only with what it promises: custom_G_type "identity" and G_LM
+    = I in every layer (a checkpoint whose G was edited is not a GPT)."""
+    directory = save_pretrained(build("gpt"), tmp_path / "gpt")
+    edit_config(directory, **config_changes)
+
+    def change(t):
+        if tensor_change == "perturb":
+            t["decoder.past_G_values"] = t["decoder.past_G_values"].clone()
+            t["decoder.past_G_values"][1, 2, 0, 3, 0, 1] = 1e-3
+        elif tensor_change == "drop":
+            del t["decoder.past_G_values"], t["decoder.past_G_values_status"]
+        elif tensor_change == "unset":
+            t["decoder.past_G_values_status"] = torch.zeros(L, dtype=torch.bool)
+
+    if tensor_change:
+        edit_tensors(directory, change)
+    with pytest.raises(ValueError, match=match):
+        load_pretrained(directory)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,9 +769,11 @@ def test_unknown_architecture_and_model_type(saved):
 
 
 def test_gpt_checkpoint_is_not_a_plga_checkpoint(tmp_path):
-    """Relabelling a GPT checkpoint as PLDR-LLM fails: the PLGA tensors are missing."""
+    """Relabelling a GPT checkpoint as a PLGA PLDR-LLM fails: the PLGA tensors are missing."""
     directory = save_pretrained(build("gpt"), tmp_path / "gpt")
-    edit_config(directory, architectures=["PldrllmForCausalLM"])
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    del raw[MARKER]
+    (directory / CONFIG_NAME).write_text(json.dumps({**raw, "custom_G_type": None}))
     with pytest.raises(ValueError, match="missing 70 tensors"):
         load_pretrained(directory)
 
@@ -630,6 +815,29 @@ def test_strict_from_dict_names_the_typo_and_the_allowed_keys():
     loose = PLDRConfig.from_dict({"transformers_version": "4.56.1", "rope_scaling": None})
     assert loose.extra == {"transformers_version": "4.56.1", "rope_scaling": None}
     assert loose.hidden_size == 896
+
+
+def test_config_key_one_edit_from_a_field_warns_on_loading(saved):
+    """Regression: "rope_thet" in config.json used to load silently with the default rope_theta
+    (and was written back by save_pretrained). The checkpoint still loads (published configs
+    carry keys kvattn does not use), with a warning that names the key and the field."""
+    from kvattn.pldr import ConfigKeyWarning
+
+    model, directory = saved
+    edit_config(directory, rope_thet=500000.0)
+    with pytest.warns(ConfigKeyWarning, match=r"'rope_thet' .*'rope_theta'"):
+        loaded = load_pretrained(directory)
+    assert loaded.config.rope_theta == 10000.0
+    assert torch.equal(logits(loaded), logits(model))
+
+
+def test_published_config_loads_without_warnings(tmp_path):
+    import warnings
+
+    directory = _write_published(tmp_path / "pub", _published_tensors(), _published_config())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_pretrained(directory)
 
 
 def test_non_null_rope_scaling_is_refused_and_null_is_kept(saved):
@@ -763,3 +971,99 @@ def test_save_pretrained_needs_a_named_folder(tmp_path, monkeypatch, name):
     with pytest.raises(ValueError, match="directory must name a folder"):
         save_pretrained(build("gpt"), name)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_save_pretrained_refuses_the_working_directory_and_its_parents(
+    tmp_path, monkeypatch, inside
+):
+    """Regression: save_pretrained(model, os.getcwd()) was accepted and swapped the working
+    directory away (the process was left in a deleted folder). The working directory, and any
+    folder that contains it, are refused before any work, however they are spelled."""
+    ckpt = save_pretrained(build("gpt"), tmp_path / "ckpt")
+    cwd = ckpt / "sub" if inside else ckpt
+    cwd.mkdir(exist_ok=True)
+    monkeypatch.chdir(cwd)
+    (tmp_path / "link").symlink_to(ckpt)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    relative = Path(*[".."] * (2 if inside else 1), "ckpt")
+    spellings = [ckpt, os.getcwd(), tmp_path / "link", relative, str(relative)]
+    for target in spellings:
+        with pytest.raises(ValueError, match="working directory"):
+            save_pretrained(build("gpt", seed=1), target)
+    assert Path.cwd() == cwd and cwd.is_dir()
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def _kill_between_the_two_moves(directory: Path, new) -> None:
+    """What a kill between replace_directory's two moves leaves: the old folder moved aside, the
+    complete new one still in the staging folder, and no folder at ``directory``."""
+    staging = staging_directory(directory)
+    C.write_pretrained(new, staging)
+    directory.rename(directory.with_name(directory.name + ".kvattn-replaced"))
+    assert not directory.exists() and staging.is_dir()
+
+
+def test_load_pretrained_completes_an_interrupted_replace(saved):
+    """Regression: after a kill between the two moves of a save, load_pretrained said there was no
+    checkpoint while a complete one sat in the staging folder. It now verifies the staged
+    checkpoint (its checksum) and completes the move, as the training code's resume does."""
+    _, directory = saved
+    new = build("plga", seed=1)
+    _kill_between_the_two_moves(directory, new)
+    loaded = load_pretrained(directory)
+    assert torch.equal(logits(loaded), logits(new))
+    assert sorted(p.name for p in directory.parent.iterdir()) == ["ckpt"]
+
+
+@pytest.mark.parametrize("damage", ["checksum", "no-weights", "no-checksum"])
+def test_an_unverifiable_staged_checkpoint_is_named_and_left_alone(saved, damage):
+    """A staged checkpoint that cannot be verified is not moved in: the error names it (and the
+    old one, moved aside), and both stay as they are."""
+    _, directory = saved
+    _kill_between_the_two_moves(directory, build("plga", seed=1))
+    staging = staging_directory(directory)
+    weights = staging / WEIGHTS_NAME
+    if damage == "checksum":
+        data = bytearray(weights.read_bytes())
+        data[-5] ^= 0xFF
+        weights.write_bytes(bytes(data))
+    elif damage == "no-weights":
+        weights.unlink()
+    else:
+        save_file(load_file(weights), weights, metadata={"format": "pt"})
+    before = sorted(p.name for p in directory.parent.iterdir())
+    with pytest.raises(FileNotFoundError, match="interrupted") as err:
+        load_pretrained(directory)
+    assert str(staging) in str(err.value) and "ckpt.kvattn-replaced" in str(err.value)
+    assert sorted(p.name for p in directory.parent.iterdir()) == before
+
+
+def test_a_lone_staging_folder_is_named(tmp_path):
+    """A first save killed before its move leaves only the staging folder: the error names it."""
+    directory = tmp_path / "ckpt"
+    C.write_pretrained(build("gpt"), staging_directory(directory))
+    with pytest.raises(FileNotFoundError, match=r"ckpt\.kvattn-staging holds a save that was"):
+        load_pretrained(directory)
+    assert staging_directory(directory).is_dir()
+
+
+def test_shipped_gpt_converts_to_the_identity_g_format_bit_for_bit(tmp_path):
+    """data/gpt_tiny is in the old GPT format and stays so (it loads as before); written again, it
+    takes the identity-G format and loads back with every tensor and the logits unchanged."""
+    from kvattn.data import shipped
+
+    old = load_pretrained(shipped("gpt_tiny"))
+    assert json.loads((shipped("gpt_tiny") / CONFIG_NAME).read_text())["architectures"] == [
+        "KvattnGPTForCausalLM"
+    ]
+    directory = save_pretrained(old, tmp_path / "gpt_tiny")
+    assert json.loads((directory / CONFIG_NAME).read_text())["custom_G_type"] == "identity"
+    new = load_pretrained(directory)
+    assert type(new) is GPT and new.config == old.config
+    for key, value in old.state_dict().items():
+        assert torch.equal(new.state_dict()[key], value), key
+    ids = torch.randint(
+        1, old.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(logits(new, ids), logits(old, ids))

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import kvattn.pldr as pldr
 from kvattn.pldr import (
     CACHE_MODES,
     EPSILON_A,
@@ -172,6 +173,8 @@ def test_config_derived_defaults():
         (dict(num_reslayerA=0), "num_reslayerA must be a positive int"),
         (dict(num_denseA=-1), "num_denseA must be a positive int"),
         (dict(max_position_embeddings=0), "max_position_embeddings must be a positive int"),
+        (dict(max_position_embeddings=10**12), r"at most 2\*\*20 = 1048576, got 10{12}"),
+        (dict(max_position_embeddings=2**20 + 1), r"at most 2\*\*20 = 1048576, got 1048577"),
         (dict(vocab_size=100.0), "vocab_size must be a positive int"),
         (dict(num_hidden_layers=True), "num_hidden_layers must be a positive int"),
         (dict(intermediate_size=0), "intermediate_size must be a positive int"),
@@ -183,6 +186,59 @@ def test_config_derived_defaults():
 def test_config_rejects_bad_values(overrides, match):
     with pytest.raises(ValueError, match=match):
         tiny(**overrides)
+
+
+def test_max_position_embeddings_bound_is_inclusive():
+    """Regression: 10**12 positions used to fail allocating the RoPE tables (8 TB); the bound is
+    checked in the config, before any table exists, and 2**20 itself is allowed."""
+    assert tiny(max_position_embeddings=2**20).max_position_embeddings == 2**20
+
+
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [
+        ("rope_thet", "rope_theta"),  # a deletion
+        ("hidden_sizes", "hidden_size"),  # an insertion
+        ("vocab_sise", "vocab_size"),  # a substitution
+        ("Rope_theta", "rope_theta"),  # a capital
+        ("rope_tehta", "rope_theta"),  # a transposition (two edits; difflib's close match)
+        ("num_hidden_layer", "num_hidden_layers"),
+    ],
+)
+def test_config_key_close_to_a_field_warns(key, field):
+    """Regression: a config.json key one edit away from a field loaded silently with the field's
+    default (and was written back). It still loads (published configs carry extra keys) but
+    warns, naming the key and the field it probably means."""
+    from kvattn.pldr import ConfigKeyWarning
+
+    assert issubclass(ConfigKeyWarning, UserWarning)
+    with pytest.warns(ConfigKeyWarning, match=rf"{key!r} .*{field!r}"):
+        cfg = PLDRConfig.from_dict({key: 3})
+    assert cfg.extra == {key: 3}
+    assert getattr(cfg, field) == getattr(PLDRConfig(), field)
+
+
+def test_published_extra_keys_do_not_warn():
+    """The keys a published config.json carries beside the fields (pldr-spec §5.2), and keys far
+    from every field, load without a warning."""
+    import warnings
+
+    published = {
+        "architectures": ["PldrllmForCausalLM"],
+        "attention_dropout": 0.0,
+        "auto_map": {"AutoConfig": "configuration_pldrllm.PldrllmConfig"},
+        "dtype": "float32",
+        "torch_dtype": "float32",
+        "initializer_range": 0.02,
+        "output_pldr_attentions": False,
+        "rope_scaling": None,
+        "transformers_version": "4.56.1",
+        "use_cache": True,
+        "my_note": "anything",
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert PLDRConfig.from_dict(published).extra == published
 
 
 def test_config_dict_round_trip_keeps_unknown_keys():
@@ -989,6 +1045,21 @@ def test_forward_accepts_max_length_and_int32():
     )
 
 
+@pytest.mark.parametrize("cls", [PLDRLLM, GPT])
+def test_ids_on_the_meta_device_are_refused(cls):
+    """Regression: ids on the meta device (no values) used to fail on ``.item()`` inside the
+    value check; they are refused first, naming the model's device."""
+    model = make(cls)
+    ids = torch.ones(1, 3, dtype=torch.long, device="meta")
+    match = r"input_ids are on the meta device.*the model's device \(cpu\)"
+    with pytest.raises(ValueError, match=match):
+        model(ids)
+    with pytest.raises(ValueError, match=match):
+        model(ids, attention_mask=torch.ones_like(ids))
+    with pytest.raises(ValueError, match=match):
+        model.generate(ids, 2)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
@@ -1135,6 +1206,65 @@ def test_kv_cache_carries_the_padding_mask(cls, overrides):
     none = model.generate(prompt, 10, cache="none")
     assert torch.equal(none, model.generate(prompt, 10, cache="kv"))
     assert _incremental_vs_prefix_pass(model, none, 5) <= 1e-10
+
+
+LEFT = torch.tensor([[0, 0, 0, 5, 9, 17, 3, 8], [4, 8, 15, 16, 23, 42, 7, 6]])
+
+
+def _reference_rule_mask(S, T, key_padding, device):
+    """The reference's key mask: causal minus padding, and a query whose causal keys are all
+    padding stays fully blocked (the explicit softmax then spreads it evenly over every key)."""
+    causal = torch.ones(S, T, dtype=torch.bool, device=device).tril(T - S)[None, None]
+    return causal if key_padding is None else causal & ~key_padding[:, None, None, :T]
+
+
+@pytest.mark.parametrize(
+    ("cls", "overrides", "knock_on"),
+    [
+        (PLDRLLM, dict(num_hidden_layers=1), False),
+        (PLDRLLM, dict(num_hidden_layers=2), True),
+        (PLDRLLM, dict(num_hidden_layers=2, density="prefix"), True),
+        (GPT, dict(num_hidden_layers=2), False),
+        (PLDRLLM, dict(num_hidden_layers=2, custom_G_type="random"), False),
+    ],
+)
+def test_left_padding_reaches_real_tokens_through_the_density(
+    monkeypatch, cls, overrides, knock_on
+):
+    """kvattn lets a query whose earlier keys are all padding keep its own causal keys; the
+    reference spreads it over every key. That changes the pad positions' outputs in every model
+    (the first effect). From the second layer on, the density sums every position's query, pad
+    positions' included, so in a PLGA model with two or more layers the real tokens' logits
+    differ too (the knock-on), except the first real token, whose only key is itself (its
+    attention weight is 1 whatever G_LM); with one layer, or without a density (GPT, constant
+    G), they are bit for bit the same. An unpadded row is never affected."""
+    model = make(cls, **overrides)
+    pad = LEFT == 0
+    with torch.no_grad():
+        ours = model(LEFT, output_pldr_attentions=True).logits
+        monkeypatch.setattr(pldr, "attention_mask", _reference_rule_mask)
+        reference = model(LEFT, output_pldr_attentions=True).logits
+    assert (ours[pad] - reference[pad]).abs().amax(-1).min() > 1e-3
+    assert torch.equal(ours[1], reference[1])
+    first, later = 3, slice(4, None)
+    assert torch.equal(ours[0, first], reference[0, first])
+    if knock_on:
+        assert (ours[0, later] - reference[0, later]).abs().amax(-1).min() > 1e-3
+    else:
+        assert torch.equal(ours[0, later], reference[0, later])
+
+
+def test_left_padding_changes_real_logits_of_a_one_layer_plga_model():
+    """Left padding is not transparent for the block density, in kvattn as in the reference:
+    even with one layer, a padded row's real-token logits differ from the same tokens unpadded
+    (the density sums the pad positions' queries, and RoPE positions shift). GPT's agree."""
+    tokens = LEFT[0, 3:][None]
+    for cls, transparent in ((PLDRLLM, False), (GPT, True)):
+        model = make(cls)
+        with torch.no_grad():
+            padded = model(LEFT[:1]).logits[0, 3:]
+            alone = model(tokens).logits[0]
+        assert torch.allclose(padded, alone, rtol=0, atol=1e-10) is transparent
 
 
 def test_float16_forward_with_padding():

@@ -16,6 +16,7 @@ Activations are given by name (``"identity"``, ``"relu"``, ``"silu"``, ``"swish"
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -111,14 +112,15 @@ def resolve(
         :class:`Activation` (returned unchanged when ``beta`` is None).
     beta:
         Inverse temperature of Swish-β. Allowed only with ``"swish"`` (default 1) and ``"silu"``
-        (which then becomes Swish-β). Must be finite and ≥ 0; β = 0 is the linear map z/2.
+        (which then becomes Swish-β). A real number (int, float, NumPy scalar; not a string, bool
+        or tensor), finite and ≥ 0; β = 0 is the linear map z/2.
 
     Raises
     ------
     ValueError
         Unknown name, ``beta`` given for an activation that has none, or a negative/non-finite β.
     TypeError
-        ``act`` is neither a string nor a callable.
+        ``act`` is neither a string nor a callable; a β that is not a real number.
     """
     if isinstance(act, Activation) and beta is None:
         return act
@@ -129,6 +131,11 @@ def resolve(
         if beta is not None and name not in ("swish", "silu"):
             raise ValueError(f"beta is the Swish-β temperature; {act!r} takes no beta")
         if name in ("swish", "silu") and beta is not None:
+            if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+                raise TypeError(
+                    f"beta is Swish's β (the inverse temperature in z·sigmoid(βz)) and must be a "
+                    f"real number, got {beta!r} ({type(beta).__name__})"
+                )
             if not math.isfinite(beta) or beta < 0:
                 raise ValueError(f"beta must be finite and >= 0, got {beta}")
             if name == "silu" and beta == 1.0:

@@ -14,6 +14,12 @@ A constant-G model stores its G_LM as the Hugging Face port does for ``custom_G_
 G_LM; indices 0 and 1, the port's A and A_LM, are written as zeros) and
 ``decoder.past_G_values_status`` ``[L]``.
 
+A :class:`kvattn.pldr.GPT` is written as the published format's own scaled dot-product attention
+model: ``custom_G_type "identity"``, ``architectures ["PldrllmForCausalLM"]`` and the G buffers
+above with G_LM = I (A and A_LM zero, as the port's ``G_values_init`` makes them), plus the key
+:data:`GPT_MARKER_KEY` that published loaders ignore. The port then builds no metric learner or
+PLGA tensors and computes q·I·kᵀ = q·kᵀ: the GPT's logits (pldr-spec §3, §5.3).
+
 A ``density="prefix"`` PLDR-LLM (a kvattn deviation, see :mod:`kvattn.pldr`) is written with
 ``model_type`` :data:`PREFIX_MODEL_TYPE` and ``architectures`` [:data:`PREFIX_ARCHITECTURE`]:
 a published loader (``AutoConfig``/``AutoModelForCausalLM``) refuses the unknown model type instead
@@ -55,6 +61,16 @@ _PLGA_NAMES = {"W": "Wlst", "b_W": "blst", "P": "pwlst", "a": "alst", "b_a": "ba
 PREFIX_MODEL_TYPE = "kvattn_pldrllm_prefix"
 #: ``architectures`` entry of a ``density="prefix"`` PLDR-LLM's config.json.
 PREFIX_ARCHITECTURE = "KvattnPrefixPldrllmForCausalLM"
+#: config.json key (value ``GPT.architecture``) that marks a GPT written as an identity-G
+#: PLDR-LLM; published loaders ignore it, :func:`load_pretrained` builds a GPT from it.
+GPT_MARKER_KEY = "kvattn_architecture"
+#: The dtype names :func:`load_pretrained` accepts (those config.json records).
+DTYPE_NAMES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+}
 _ARCHITECTURES = {
     PLDRLLM.architecture: PLDRLLM,
     GPT.architecture: GPT,
@@ -114,9 +130,23 @@ def from_published(state: dict[str, Tensor], config: PLDRConfig) -> dict[str, Te
 def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     """Write ``config.json`` and ``model.safetensors`` for ``model`` into ``directory``.
 
-    The config records ``architectures`` (``PldrllmForCausalLM``, ``KvattnGPTForCausalLM`` or, for
-    ``density="prefix"``, :data:`PREFIX_ARCHITECTURE` with ``model_type``
-    :data:`PREFIX_MODEL_TYPE`) and ``torch_dtype``; the weights use the published names.
+    The config records ``architectures`` and ``torch_dtype``; the weights use the published
+    names. What a published loader (the Hugging Face port ``PldrllmForCausalLM``, pldr-spec §9)
+    makes of each kind:
+
+    * PLDR-LLM (PLGA, or constant G with ``custom_G_type``): ``PldrllmForCausalLM``, the same
+      model.
+    * :class:`kvattn.pldr.GPT`: written as the identity-G PLDR-LLM (``custom_G_type
+      "identity"``, ``architectures ["PldrllmForCausalLM"]``, ``decoder.past_G_values`` with
+      G_LM = I and ``decoder.past_G_values_status`` all true; see the module docstring) and
+      marked with :data:`GPT_MARKER_KEY`. The port builds the same SDPA model and reproduces the
+      GPT's logits. A GPT ignores ``custom_G_type``, so a GPT config's value of it is not kept:
+      it is written as ``"identity"`` and read back as None.
+    * ``density="prefix"`` PLDR-LLM: ``model_type`` :data:`PREFIX_MODEL_TYPE`, ``architectures``
+      [:data:`PREFIX_ARCHITECTURE`]. ``AutoConfig``/``AutoModelForCausalLM`` refuse the unknown
+      model type; the port's class itself (``PldrllmForCausalLM.from_pretrained`` called
+      directly) loads it anyway, only logging a warning that the model types differ, as the
+      block-density model, whose logits differ from the prefix model's.
 
     The write is crash-safe: everything goes into the sibling folder ``<directory>.kvattn-staging``
     (other files already in ``directory`` are carried over), which then replaces ``directory``
@@ -126,12 +156,21 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     Raises
     ------
     ValueError
-        ``directory`` is ``"."`` or ends in ``".."``, or exists and is not a folder.
+        ``directory`` is ``"."`` or ends in ``".."``, is the working directory or contains it
+        (in any spelling: relative, through ``..`` or a symbolic link), or exists and is not a
+        folder; all before anything is written.
     """
     directory = Path(directory)
     if directory.name in ("", ".."):
         # the folder is swapped as a whole, so it must not be the working directory or above
         raise ValueError(f"directory must name a folder such as 'ckpt', got {str(directory)!r}")
+    cwd = Path.cwd().resolve()
+    if directory.resolve() in (cwd, *cwd.parents):
+        raise ValueError(
+            f"directory {str(directory)!r} is the working directory {str(cwd)!r} or contains it; "
+            "the folder is replaced as a whole, which would leave this process in a deleted "
+            "folder: save into a folder such as 'ckpt'"
+        )
     recover_directory(directory)
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"directory {directory} exists and is not a folder")
@@ -156,15 +195,28 @@ def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
     place, with no crash safety: for a fresh staging folder that :func:`replace_directory` then
     moves into place (as :func:`save_pretrained` and :func:`kvattn.train.pretrain` do)."""
     directory.mkdir(parents=True, exist_ok=True)
+    dtype = next(model.parameters()).dtype
     config = {
         **model.config.to_dict(),
         "architectures": [model.architecture],
-        "torch_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "torch_dtype": str(dtype).removeprefix("torch."),
     }
+    state = model.state_dict()
     if isinstance(model, PLDRLLM) and model.config.density == "prefix":
         config.update(model_type=PREFIX_MODEL_TYPE, architectures=[PREFIX_ARCHITECTURE])
+    elif isinstance(model, GPT):
+        # the published format's SDPA model, so that the port builds this model (G_LM = I)
+        config.update(
+            custom_G_type="identity",
+            architectures=[PLDRLLM.architecture],
+            **{GPT_MARKER_KEY: GPT.architecture},
+        )
+        d_k, H = model.config.d_k, model.config.num_attention_heads
+        eye = torch.eye(d_k, dtype=dtype).expand(H, d_k, d_k)
+        for i in range(model.config.num_hidden_layers):
+            state[f"decoder.dec_layers.{i}.mha1.G_LM"] = eye
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    tensors = {k: v.cpu() for k, v in to_published(model.state_dict(), model.config).items()}
+    tensors = {k: v.cpu() for k, v in to_published(state, model.config).items()}
     save_file(
         tensors,
         directory / WEIGHTS_NAME,
@@ -176,6 +228,11 @@ def staging_directory(directory: Path) -> Path:
     """The sibling folder ``<directory>.kvattn-staging`` where the new contents of ``directory``
     are written in full before :func:`replace_directory` swaps them in."""
     return directory.with_name(directory.name + _STAGING)
+
+
+def _aside_directory(directory: Path) -> Path:
+    # where replace_directory keeps the old folder between its two moves
+    return directory.with_name(directory.name + _ASIDE)
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -191,7 +248,7 @@ def replace_directory(directory: Path) -> None:
     kill at any moment leaves a complete folder: move the old one aside to
     ``<directory>.kvattn-replaced``, move the staging folder in, then delete the old one.
     :func:`recover_directory` repairs an interrupted replace."""
-    aside = directory.with_name(directory.name + _ASIDE)
+    aside = _aside_directory(directory)
     shutil.rmtree(aside, ignore_errors=True)
     if directory.exists():
         directory.rename(aside)
@@ -208,7 +265,7 @@ def recover_directory(directory: Path) -> None:
     if it is gone the old folder is restored. A lone staging folder is an incomplete write and is
     removed."""
     directory = Path(directory)
-    staging, aside = staging_directory(directory), directory.with_name(directory.name + _ASIDE)
+    staging, aside = staging_directory(directory), _aside_directory(directory)
     if not directory.exists() and aside.is_dir():
         (staging if staging.is_dir() else aside).rename(directory)
     shutil.rmtree(staging, ignore_errors=True)
@@ -226,13 +283,18 @@ def _checksum(tensors: dict[str, Tensor]) -> str:
 
 
 def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) -> Path:
-    """The local folder of a checkpoint: ``path_or_hub_id`` itself, or a hub download."""
+    """The local folder of a checkpoint: ``path_or_hub_id`` itself, or a hub download.
+
+    A local folder that a kill between the two moves of :func:`replace_directory` left missing
+    is first recovered (see :func:`finish_interrupted_save`)."""
     path = Path(path_or_hub_id)
     if path.suffix in _PICKLE_SUFFIXES:
         raise ValueError(
             f"{path} is a pickle-based checkpoint; kvattn reads only safetensors and JSON "
             "(unpickling can run arbitrary code). Convert it to model.safetensors first."
         )
+    if not path.exists():
+        finish_interrupted_save(path)
     if path.exists():
         if not path.is_dir():
             raise ValueError(
@@ -263,8 +325,74 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
     )
 
 
+def finish_interrupted_save(directory: Path) -> None:
+    """Recover the checkpoint ``directory`` when a save was killed between the two moves of
+    :func:`replace_directory` (``directory`` missing, ``<directory>.kvattn-replaced`` present).
+
+    The folder :func:`recover_directory` would move in (the staging folder, complete by then, or
+    else the old one) is verified first: a readable ``config.json`` and a ``model.safetensors``
+    whose recorded SHA-256 checksum matches its tensors. If it verifies, :func:`recover_directory`
+    completes the move, as the training code's resume does. A save still running in another
+    process at that instant would find its staging folder gone and fail; its checkpoint is the
+    one moved in. Nothing happens when ``directory`` exists or no save was interrupted.
+
+    Raises
+    ------
+    FileNotFoundError
+        The folder to move in cannot be verified (both leftover folders named, nothing moved),
+        or only a staging folder is left (a first save killed before its move: named, not
+        moved, because :func:`recover_directory` treats it as incomplete).
+    """
+    directory = Path(directory)
+    staging, aside = staging_directory(directory), _aside_directory(directory)
+    if directory.exists():
+        return
+    if aside.is_dir():
+        candidate = staging if staging.is_dir() else aside
+        problem = _verify_checkpoint(candidate)
+        if problem is None:
+            recover_directory(directory)
+            return
+        raise FileNotFoundError(
+            f"no checkpoint directory at {directory}: a save was interrupted between its two "
+            f"moves, and {candidate}, which would replace it, cannot be verified ({problem}); "
+            f"the old checkpoint is in {aside}. Inspect them and rename the right one to "
+            f"{directory.name}"
+        )
+    if staging.is_dir():
+        raise FileNotFoundError(
+            f"no checkpoint directory at {directory}; {staging} holds a save that was "
+            f"interrupted before it was moved into place (the next save there deletes it); if it "
+            f"is complete, rename it to {directory.name}"
+        )
+
+
+def _verify_checkpoint(directory: Path) -> str | None:
+    """Why ``directory`` is not a complete checkpoint written by kvattn, or None."""
+    try:
+        # config.json is written before the weights, so verified weights vouch for it
+        if not isinstance(json.loads((directory / CONFIG_NAME).read_text()), dict):
+            return f"its {CONFIG_NAME} holds no JSON object"
+        weights = directory / WEIGHTS_NAME
+        if not weights.exists():
+            return f"it has no {WEIGHTS_NAME}"
+        tensors = load_file(weights)
+        with safe_open(weights, framework="pt") as handle:
+            recorded = (handle.metadata() or {}).get(CHECKSUM_KEY)
+    except (SafetensorError, OSError, ValueError) as err:
+        return str(err)
+    if recorded is None:
+        return f"its {WEIGHTS_NAME} records no checksum"
+    if recorded != _checksum(tensors):
+        return f"its {WEIGHTS_NAME} does not match its recorded checksum"
+    return None
+
+
 def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
-    """The raw ``config.json`` and the :class:`kvattn.pldr.PLDRConfig` built from it."""
+    """The raw ``config.json`` and the :class:`kvattn.pldr.PLDRConfig` built from it (for a GPT
+    marked with :data:`GPT_MARKER_KEY`, the GPT's config: ``custom_G_type`` None). A key close to
+    a field draws a :class:`kvattn.pldr.ConfigKeyWarning` (see
+    :meth:`kvattn.pldr.PLDRConfig.from_dict`)."""
     file = directory / CONFIG_NAME
     if not file.exists():
         raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}")
@@ -284,7 +412,21 @@ def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
             f"{file}: architectures must be a non-empty list of class names such as "
             f"[{PLDRLLM.architecture!r}], got {architectures!r}"
         )
-    known = {k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype")}
+    known = {
+        k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype", GPT_MARKER_KEY)
+    }
+    if GPT_MARKER_KEY in raw:
+        if raw[GPT_MARKER_KEY] != GPT.architecture:
+            raise ValueError(
+                f"{file}: {GPT_MARKER_KEY} must be {GPT.architecture!r} (a kvattn GPT written as "
+                f"an identity-G PLDR-LLM), got {raw[GPT_MARKER_KEY]!r}"
+            )
+        if raw.get("custom_G_type") != "identity":
+            raise ValueError(
+                f"{file}: {GPT_MARKER_KEY} marks a GPT, which is written with custom_G_type "
+                f"'identity', but custom_G_type is {raw.get('custom_G_type')!r}"
+            )
+        known["custom_G_type"] = None  # a GPT's config (the file needs it for published loaders)
     model_type = raw.get("model_type", "pldrllm")
     if model_type == PREFIX_MODEL_TYPE:
         if raw.get("density") != "prefix":
@@ -307,31 +449,63 @@ def load_pretrained(
     path_or_hub_id: str | Path,
     *,
     device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     revision: str | None = None,
 ) -> PLDRLLM | GPT:
     """Load a model saved by :func:`save_pretrained` or published on the Hugging Face hub.
 
     ``path_or_hub_id`` is a local directory with ``config.json`` and ``model.safetensors``, or a
     hub id such as ``"fromthesky/PLDR-LLM-v51-SOC-110M-5"`` (downloaded with ``huggingface_hub``
-    when online). The model class follows ``architectures`` (default PLDR-LLM); the dtype is
-    ``dtype`` if given, else the one ``config.json`` records, else float32.
+    when online). A local folder that a save killed between its two moves left missing is
+    recovered first, when the staged checkpoint verifies (see :func:`finish_interrupted_save`).
+    ``device``: None (CPU), a str such as ``"cuda:0"`` or a ``torch.device``. ``dtype``: a
+    floating-point ``torch.dtype``, or one of the names config.json records
+    (:data:`DTYPE_NAMES`: ``"float32"``, ``"bfloat16"``, ``"float16"``, ``"float64"``; other
+    spellings such as ``"half"`` are refused); if None, the dtype ``config.json`` records, else
+    float32.
+
+    The model class follows ``architectures`` (default PLDR-LLM), with one exception: a config
+    with :data:`GPT_MARKER_KEY` (a GPT that :func:`save_pretrained` wrote as an identity-G
+    PLDR-LLM) gives a :class:`kvattn.pldr.GPT`, after checking that its G_LM is the identity in
+    every layer. Every identity-G checkpoint computes SDPA, but only marked ones load as GPT: an
+    unmarked one (published, or a kvattn constant-G model with ``custom_G_type "identity"``)
+    loads as before, as the constant-G PLDR-LLM, whose G_LM stays a buffer one can read or
+    replace, so that every round trip gives back the class that was saved; its logits are the
+    GPT's exactly (q·I = q). Old GPT checkpoints (``architectures ["KvattnGPTForCausalLM"]``, no
+    G buffers) load as before.
+
+    A ``density="prefix"`` checkpoint (``model_type`` :data:`PREFIX_MODEL_TYPE`) loads here as
+    the prefix model; the published ``AutoModelForCausalLM`` refuses its model type, and the
+    port's ``PldrllmForCausalLM`` class itself loads it, with a logged warning only, as the
+    block-density model, whose logits differ (see :func:`save_pretrained`).
 
     Raises
     ------
+    TypeError
+        ``device`` or ``dtype`` of the wrong type (a dtype given as the device is named), before
+        any work.
     ValueError
-        Pickle-based files; invalid or contradictory ``config.json`` (including a non-list
-        ``architectures`` and a non-null ``rope_scaling``); missing or unexpected tensors;
-        tensors whose shapes do not match the config; integer or non-finite weights (named); a
-        truncated or corrupted safetensors file.
+        An unknown ``dtype`` name, a device string given as ``dtype`` (or a dtype name as
+        ``device``), an invalid device string, a non-floating dtype, all before any work;
+        pickle-based files; invalid or contradictory ``config.json`` (including a non-list
+        ``architectures``, a non-null ``rope_scaling``, and a GPT marker without
+        ``custom_G_type "identity"`` or with a G_LM other than I); missing or unexpected
+        tensors; tensors whose shapes do not match the config; integer or non-finite weights
+        (named); a truncated or corrupted safetensors file.
     FileNotFoundError
-        No such directory (and no hub access), or a missing file in it.
+        No such directory (and no hub access), or a missing file in it; an interrupted save
+        whose staged checkpoint cannot be verified (both leftover folders named).
     """
+    device = _check_device(device)
+    dtype = _check_dtype(dtype)
     directory = resolve_checkpoint(path_or_hub_id, revision)
     raw, config = read_config(directory)
     arch = (raw.get("architectures") or [PLDRLLM.architecture])[0]
     if arch not in _ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; expected one of {list(_ARCHITECTURES)}")
+    marked_gpt = GPT_MARKER_KEY in raw
+    if marked_gpt:
+        arch = GPT.architecture
     weights = directory / WEIGHTS_NAME
     if not weights.exists():
         raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}")
@@ -356,6 +530,8 @@ def load_pretrained(
             )
         if not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{weights}: tensor {key} holds NaN or infinite values")
+    if marked_gpt:
+        published = _without_identity_g(published, config, weights)
     with torch.device("meta"):
         model = _ARCHITECTURES[arch](config)
     state = from_published(published, config)
@@ -385,6 +561,88 @@ def load_pretrained(
                 config.d_k, config.max_position_embeddings, config.rope_theta, config.reference_rope
             )
     return model.to(dtype or _recorded_dtype(raw)).eval()
+
+
+def _without_identity_g(
+    published: dict[str, Tensor], config: PLDRConfig, weights: Path
+) -> dict[str, Tensor]:
+    """The tensors of a marked GPT checkpoint without its G buffers, which must hold G_LM = I in
+    every layer and be marked as set (what :func:`write_pretrained` writes)."""
+    L, H, d_k = config.num_hidden_layers, config.num_attention_heads, config.d_k
+    names = ("decoder.past_G_values", "decoder.past_G_values_status")
+    missing = [n for n in names if n not in published]
+    if missing:
+        raise ValueError(
+            f"{weights}: a GPT marked with {GPT_MARKER_KEY} must hold the G buffers of "
+            f"custom_G_type 'identity'; missing {', '.join(missing)}"
+        )
+    past, status = (published[n] for n in names)
+    if tuple(past.shape) != (L, 3, 1, H, d_k, d_k):
+        raise ValueError(
+            f"{weights}: decoder.past_G_values has shape {tuple(past.shape)}, config.json "
+            f"implies {(L, 3, 1, H, d_k, d_k)}"
+        )
+    if status.dtype != torch.bool or tuple(status.shape) != (L,) or not bool(status.all()):
+        raise ValueError(
+            f"{weights}: decoder.past_G_values_status must mark every layer's G as set "
+            f"(bool [{L}], all true), got {status.tolist()}"
+        )
+    eye = torch.eye(d_k, dtype=past.dtype)
+    for i in range(L):
+        if not torch.equal(past[i, 2, 0], eye.expand(H, d_k, d_k)):
+            raise ValueError(
+                f"{weights}: config.json marks a GPT ({GPT_MARKER_KEY}), which needs G_LM = I, "
+                f"but decoder.past_G_values[{i}, 2] (layer {i}) is not the identity; without "
+                "the marker it loads as a constant-G PLDR-LLM"
+            )
+    return {k: v for k, v in published.items() if k not in names}
+
+
+def _check_device(device: object) -> torch.device | None:
+    """``device`` as a ``torch.device`` (None stays None); a dtype passed here is named."""
+    if device is None or isinstance(device, torch.device):
+        return device
+    if isinstance(device, torch.dtype):
+        raise TypeError(
+            f"device got the dtype {device}: did you mean dtype={device}? (device takes a str "
+            "such as 'cuda:0' or a torch.device)"
+        )
+    if not isinstance(device, str):
+        raise TypeError(
+            "device must be None, a str such as 'cuda:0' or a torch.device, got "
+            f"{device!r} ({type(device).__name__})"
+        )
+    if device in DTYPE_NAMES:
+        raise ValueError(f"device {device!r} is a dtype name: did you mean dtype={device!r}?")
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device {device!r} is not a device such as 'cpu', 'cuda', 'cuda:1' or 'mps'"
+        ) from None
+
+
+def _check_dtype(dtype: object) -> torch.dtype | None:
+    """``dtype`` as a floating-point ``torch.dtype`` (None stays None); names are those of
+    :data:`DTYPE_NAMES`, and a device passed here is named."""
+    if isinstance(dtype, str):
+        if dtype in DTYPE_NAMES:
+            return DTYPE_NAMES[dtype]
+        try:
+            torch.device(dtype)
+        except RuntimeError:
+            raise ValueError(
+                f"dtype {dtype!r} is not one of {list(DTYPE_NAMES)} (the names config.json "
+                "records) or a torch dtype"
+            ) from None
+        raise ValueError(f"dtype {dtype!r} is a device: did you mean device={dtype!r}?")
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be None, a torch dtype or one of {list(DTYPE_NAMES)}, got {dtype!r}"
+        )
+    if dtype is not None and not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
+    return dtype
 
 
 def _recorded_dtype(raw: dict) -> torch.dtype:

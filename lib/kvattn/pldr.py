@@ -44,6 +44,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -59,6 +60,29 @@ EPSILON_A = 1e-9
 MASK_VALUE = -1e9
 #: Decoding modes of :meth:`DecoderLM.generate`.
 CACHE_MODES = ("none", "kv", "kv+g")
+#: The largest ``max_position_embeddings`` a :class:`PLDRConfig` accepts (2**20 = 1,048,576).
+MAX_POSITIONS = 2**20
+#: Keys that a published ``config.json`` carries beside :class:`PLDRConfig`'s fields (pldr-spec
+#: §5.2, transformers' ``PretrainedConfig``); kept in ``extra`` without a typo warning.
+PUBLISHED_EXTRA_KEYS = frozenset(
+    {
+        "architectures",
+        "attention_dropout",
+        "auto_map",
+        "dtype",
+        "initializer_range",
+        "output_pldr_attentions",
+        "rope_scaling",
+        "torch_dtype",
+        "transformers_version",
+        "use_cache",
+    }
+)
+
+
+class ConfigKeyWarning(UserWarning):
+    """A config key that is not a field but lies close to one: probably a typo, whose value is
+    not used (see :meth:`PLDRConfig.from_dict`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +106,11 @@ class PLDRConfig:
     the G_LM of row 0 (as the HF port's option of that name).
 
     Every field is checked at construction (type and range; ``pad_token_id``, ``bos_token_id``
-    and ``eos_token_id`` must lie in [0, vocab_size)). ``extra`` holds the published fields this
+    and ``eos_token_id`` must lie in [0, vocab_size); ``max_position_embeddings`` at most
+    :data:`MAX_POSITIONS` = 2**20, a thousand times the published 1,024: every layer keeps RoPE
+    tables of 16·max_position_embeddings·head_dim/2 bytes (512 MiB per layer at 2**20 and
+    head_dim 64), so a larger value is a typo long before it is a context length, and is refused
+    before anything is allocated). ``extra`` holds the published fields this
     library does not use (``transformers_version``, ``use_cache`` ...); a non-null
     ``rope_scaling`` among them is refused, because the reference RoPE (torchtune's, which
     ``reference_rope=True`` selects) has no scaling and silently ignoring it would compute a
@@ -134,6 +162,12 @@ class PLDRConfig:
             "max_position_embeddings",
         ):
             _positive(name, getattr(self, name))
+        if self.max_position_embeddings > MAX_POSITIONS:
+            raise ValueError(
+                f"max_position_embeddings must be at most 2**20 = {MAX_POSITIONS}, got "
+                f"{self.max_position_embeddings} (every layer's RoPE tables take 8·head_dim "
+                "bytes per position)"
+            )
         if self.head_dim is not None:
             _positive("head_dim", self.head_dim)
         else:
@@ -222,7 +256,13 @@ class PLDRConfig:
         """Build from a ``config.json`` dictionary. Unknown keys are kept in ``extra`` (a published
         ``config.json`` carries fields this library does not use) or, with ``strict=True`` (a
         config written by hand, where an unknown key is a typo), refused with a ValueError that
-        names them and the closest field names."""
+        names them and the closest field names.
+
+        Without ``strict``, an unknown key within one edit (insertion, deletion, substitution,
+        or a change of case) of a field, or one that ``difflib.get_close_matches`` finds
+        at cutoff 0.85 (a transposition), draws a :class:`ConfigKeyWarning` naming the key and
+        the field, because its value is not used: ``"rope_thet": 500000.0`` would otherwise load
+        silently with rope_theta = 10000. Keys in :data:`PUBLISHED_EXTRA_KEYS` never warn."""
         if not isinstance(values, dict):
             raise ValueError(f"a model config must be a dict, got {type(values).__name__}")
         known = {f.name for f in fields(cls)} - {"extra"}
@@ -230,7 +270,42 @@ class PLDRConfig:
         if strict:
             reject_unknown_keys("model config", extra, known)
         kwargs = {k: v for k, v in values.items() if k in known}
-        return cls(**kwargs, extra=extra)
+        config = cls(**kwargs, extra=extra)
+        for key in extra:
+            near = _near_field(key, known)
+            if near is not None:
+                warnings.warn(
+                    f"config key {key!r} is not a field; it looks like a typo of {near!r}, so its "
+                    f"value is not used ({near} = {getattr(config, near)!r} is) and it is kept as "
+                    f"an extra key; rename it to {near!r} if that is what it means",
+                    ConfigKeyWarning,
+                    stacklevel=2,
+                )
+        return config
+
+
+def _near_field(key: object, known: set[str]) -> str | None:
+    """The field that ``key`` is probably a typo of, or None (see :meth:`PLDRConfig.from_dict`)."""
+    if not isinstance(key, str) or key in PUBLISHED_EXTRA_KEYS:
+        return None
+    for name in sorted(known):
+        if _within_one_edit(key.lower(), name.lower()):
+            return name
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def _within_one_edit(a: str, b: str) -> bool:
+    """Whether one insertion, deletion or substitution (or none) turns ``a`` into ``b``."""
+    if len(a) > len(b):
+        a, b = b, a
+    if len(b) - len(a) > 1:
+        return False
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    # after the first difference the rest must agree, shifted by one for an insertion
+    return a[i + (len(a) == len(b)) :] == b[i + 1 :]
 
 
 def reject_unknown_keys(where: str, given: object, known: set[str]) -> None:
@@ -468,6 +543,16 @@ def attention_mask(
     padding) keeps its causal keys: the reference would spread it uniformly over every key,
     future ones included, which makes earlier positions depend on later tokens; no row is ever
     empty, so neither softmax nor SDPA can return NaN.
+
+    The knock-on: the pad positions' outputs therefore differ from the reference's, and from the
+    second layer on they are queries of the published density, which sums over every position
+    (pad ones included). In a PLGA model with two or more layers, the real tokens of a
+    left-padded row then get logits that differ from the reference's (all but the first real
+    token, whose only key is itself); with one layer, or without a density (GPT, constant G),
+    real tokens' logits are the reference's. Unpadded rows are never affected. (Left padding is
+    not transparent for the block density in either code: even a one-layer model's real-token
+    logits differ from those of the same tokens unpadded, because the density sums the pad
+    queries and RoPE positions shift.)
     """
     mask = torch.ones(S, T, dtype=torch.bool, device=device).tril(T - S)[None, None]
     if key_padding is None:
@@ -715,6 +800,13 @@ class DecoderLM(nn.Module):
         if not isinstance(input_ids, Tensor) or input_ids.dtype not in (torch.int64, torch.int32):
             got = input_ids.dtype if isinstance(input_ids, Tensor) else type(input_ids).__name__
             raise TypeError(f"input_ids must be an int64 (or int32) tensor of token ids, got {got}")
+        if input_ids.device.type == "meta":
+            # the value check below reads the ids; meta tensors have shapes but no values
+            device = next(self.parameters()).device
+            raise ValueError(
+                "input_ids are on the meta device, which holds no values; put them on the "
+                f"model's device ({device})"
+            )
         if input_ids.ndim != 2 or 0 in input_ids.shape:
             raise ValueError(
                 "input_ids must have shape (batch >= 1, sequence >= 1), got "
@@ -804,9 +896,10 @@ class DecoderLM(nn.Module):
         TypeError
             Ids or a mask of the wrong type or dtype; flags that are not bools.
         ValueError
-            Wrong shapes (a batch of 0 included), ids outside [0, V), mask values other than
-            0 and 1, sequences beyond ``max_position_embeddings``. Checking the values costs
-            one host sync; :meth:`generate` checks once per call, not per step.
+            Ids on the meta device; wrong shapes (a batch of 0 included), ids outside [0, V),
+            mask values other than 0 and 1, sequences beyond ``max_position_embeddings``.
+            Checking the values costs one host sync; :meth:`generate` checks once per call, not
+            per step.
         """
         if cache_mode is not None and not isinstance(cache_mode, str):
             raise TypeError(f"cache_mode must be None or a str, got {type(cache_mode).__name__}")
@@ -1135,7 +1228,12 @@ class PLDRLLM(DecoderLM):
 
 class GPT(DecoderLM):
     """The same decoder with scaled dot-product attention (G_LM = I, no metric learner): the
-    baseline of the same size. Takes a :class:`PLDRConfig`; PLGA-only fields are ignored."""
+    baseline of the same size. Takes a :class:`PLDRConfig`; PLGA-only fields are ignored.
+
+    :func:`kvattn.checkpoint.save_pretrained` writes it as the published format's identity-G
+    PLDR-LLM (``custom_G_type "identity"``), which the published loader runs as this model;
+    ``architecture`` is the value of the key that marks it (and the ``architectures`` entry
+    of GPT checkpoints written before)."""
 
     kind = "sdpa"
     architecture = "KvattnGPTForCausalLM"
