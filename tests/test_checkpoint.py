@@ -414,7 +414,7 @@ def test_unmarked_identity_g_checkpoint_loads_as_constant_g_with_the_gpt_logits(
 
 def _old_gpt_checkpoint(gpt, directory: Path) -> Path:
     """A GPT checkpoint in the format kvattn wrote before: architectures
-    ["KvattnGPTForCausalLM"], custom_G_type null, no G buffers (as data/gpt_tiny)."""
+    ["KvattnGPTForCausalLM"], custom_G_type null, no G buffers (as data/gpt_tiny was)."""
     save_pretrained(gpt, directory)
     raw = json.loads((directory / CONFIG_NAME).read_text())
     del raw[MARKER]
@@ -1048,19 +1048,19 @@ def test_a_lone_staging_folder_is_named(tmp_path):
     assert staging_directory(directory).is_dir()
 
 
-def test_shipped_gpt_converts_to_the_identity_g_format_bit_for_bit(tmp_path):
-    """data/gpt_tiny is in the old GPT format and stays so (it loads as before); written again, it
-    takes the identity-G format and loads back with every tensor and the logits unchanged."""
+def test_shipped_gpt_is_in_the_identity_g_format_and_reads_as_its_old_file(tmp_path):
+    """data/gpt_tiny was rewritten from the old GPT format by save_pretrained: its config.json is
+    the published identity-G PLDR-LLM's, it loads as kvattn's GPT, and written back in the old
+    format it loads with every tensor and the logits unchanged."""
     from kvattn.data import shipped
 
-    old = load_pretrained(shipped("gpt_tiny"))
-    assert json.loads((shipped("gpt_tiny") / CONFIG_NAME).read_text())["architectures"] == [
-        "KvattnGPTForCausalLM"
-    ]
-    directory = save_pretrained(old, tmp_path / "gpt_tiny")
-    assert json.loads((directory / CONFIG_NAME).read_text())["custom_G_type"] == "identity"
-    new = load_pretrained(directory)
-    assert type(new) is GPT and new.config == old.config
+    raw = json.loads((shipped("gpt_tiny") / CONFIG_NAME).read_text())
+    assert raw["architectures"] == ["PldrllmForCausalLM"]
+    assert raw["custom_G_type"] == "identity" and raw[MARKER] == "KvattnGPTForCausalLM"
+    new = load_pretrained(shipped("gpt_tiny"))
+    assert type(new) is GPT
+    old = load_pretrained(_old_gpt_checkpoint(new, tmp_path / "old"))
+    assert type(old) is GPT and old.config == new.config
     for key, value in old.state_dict().items():
         assert torch.equal(new.state_dict()[key], value), key
     ids = torch.randint(
