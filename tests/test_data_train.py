@@ -285,6 +285,41 @@ def test_non_finite_loss_names_the_step():
     assert seen == [0, 1, 2]
 
 
+@pytest.mark.parametrize(
+    ("make_loss", "error", "got"),
+    [
+        (lambda out: out.pow(2).mean().item(), TypeError, r"got a float \(0\.\d+\)"),
+        (lambda out: out.pow(2), ValueError, r"got a tensor of shape \(8, 1\)"),
+        (lambda out: out.new_tensor(1.0), ValueError, "got a tensor that does not require grad"),
+    ],
+    ids=["float", "per-sample losses", "detached"],
+)
+def test_loss_fn_must_return_a_scalar_tensor_that_requires_grad(make_loss, error, got):
+    """A loss_fn returning a Python float, a tensor of per-sample losses or a tensor cut from the
+    graph is refused at the first step, before any optimiser step, naming what it must return
+    (it used to fail in isfinite, in a tensor's truth value or in backward)."""
+    model = nn.Linear(3, 1)
+    x = torch.randn(8, 3)
+    before = [p.detach().clone() for p in model.parameters()]
+    seen = []
+    with pytest.raises(
+        error,
+        match=r"loss_fn must return a scalar \(0-dim\) tensor that requires grad .*"
+        + got
+        + " at step 0",
+    ):
+        train.train(
+            model,
+            lambda step: make_loss(model(x)),
+            steps=3,
+            lr=0.1,
+            progress=False,
+            callback=lambda s, m: seen.append(s),
+        )
+    assert seen == []
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+
+
 def test_non_finite_parameters_are_never_checkpointed():
     """A finite loss with a NaN gradient (sqrt at 0) makes the weights NaN; the next checkpoint
     raises instead, naming the parameter and the step, so on_checkpoint never sees them."""
@@ -510,14 +545,33 @@ def test_grad_clip_limits_the_update():
         ({"steps": 5, "lr": 0.1, "warmup": 1.5}, "warmup must be an int >= 0, got 1.5"),
         ({"steps": 5, "lr": 0.1, "eval_every": 0}, "eval_every must be an int >= 1, got 0"),
         ({"steps": 5, "lr": 0.1, "checkpoint_every": -2}, "checkpoint_every must be an int >= 1"),
+        ({"steps": 5, "lr": 1e39}, r"lr must be a positive finite number below 10, got 1e\+39"),
+        ({"steps": 5, "lr": 10}, "lr must be a positive finite number below 10, got 10"),
+        ({"steps": 5, "lr": math.nan}, "need steps >= 1 and lr > 0, got steps=5, lr=nan"),
+        ({"steps": 5, "lr": math.inf}, "need steps >= 1 and lr > 0, got steps=5, lr=inf"),
+        ({"steps": True, "lr": 0.1}, "need steps >= 1 and lr > 0, got steps=True"),
+        ({"steps": 5, "lr": True}, "need steps >= 1 and lr > 0, got steps=5, lr=True"),
+        ({"steps": 5, "lr": 0.1, "log_every": True}, "log_every must be an int >= 1, got True"),
+        ({"steps": 5, "lr": 0.1, "log_every": 2.0}, "log_every must be an int >= 1, got 2.0"),
+        ({"steps": 5, "lr": 0.1, "start_step": 1.5}, "start_step must be an int >= 0, got 1.5"),
+        ({"steps": 5, "lr": 0.1, "start_step": True}, "start_step must be an int >= 0, got True"),
+        ({"steps": 5, "lr": 0.1, "start_step": 6}, r"start_step must lie in \[0, 5\], got 6"),
+        ({"steps": 5, "lr": 0.1, "warmup": True}, "warmup must be an int >= 0, got True"),
+        ({"steps": 5, "lr": 0.1, "eps": math.nan}, "eps must be a positive finite number"),
+        ({"steps": 5, "lr": 0.1, "grad_clip": math.inf}, "grad_clip must be null .* got inf"),
+        ({"steps": 5, "lr": 0.1, "weight_decay": True}, "weight_decay must be a finite number"),
     ],
 )
 def test_train_argument_errors(kwargs, message):
-    """Bad steps, lr, schedule, optimizer, clips, schedule floor or AdamW settings raise ValueError
-    naming the accepted values (a negative clip or min_lr_ratio used to blow the loss up)."""
+    """Bad steps, lr, schedule, optimizer, clips, schedule floor, AdamW settings, log_every or
+    start_step raise ValueError naming the accepted values, before any step (a negative clip or
+    min_lr_ratio used to blow the loss up, lr 1e39 to overflow inside AdamW, log_every=True and
+    start_step=1.5 to pass)."""
     model = nn.Linear(2, 1)
+    before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(ValueError, match=message):
         train.train(model, lambda s: model(torch.ones(2)).sum(), progress=False, **kwargs)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
 
 
 def test_train_lm_seeds_is_paired_and_reproducible():
@@ -584,3 +638,17 @@ def test_default_autocast_is_bf16_only_on_cuda_devices_that_support_it(monkeypat
         torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation
     )
     assert default_autocast("cuda:0") is None  # emulated bf16 (a T4) trains in float32
+
+
+def test_lm_cross_entropy_takes_int32_targets():
+    """The models take int32 ids (generation_mode_loss documents it); the loss used to fail on
+    them with "expected target dtype to be Long"."""
+    from kvattn.train import lm_cross_entropy
+
+    logits = torch.randn(2, 5, 11, generator=torch.Generator().manual_seed(0))
+    targets = torch.tensor([[1, 2, 0, 4, 5], [6, 7, 8, 0, 10]])
+    expected = lm_cross_entropy(logits, targets)
+    assert torch.equal(lm_cross_entropy(logits, targets.int()), expected)
+    kept = targets != 0
+    by_hand = torch.nn.functional.cross_entropy(logits[kept], targets[kept])
+    assert torch.allclose(expected, by_hand)

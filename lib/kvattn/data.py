@@ -181,6 +181,11 @@ def _load_hf_dataset(source: str, max_chars: int | None) -> str:
     return "\n\n".join(parts)
 
 
+#: The smallest vocabulary :func:`train_tokenizer` accepts: the 4 special tokens, the 256 byte
+#: tokens of byte fallback, and room for some pieces.
+MIN_VOCAB_SIZE = 300
+
+
 def train_tokenizer(text: str, vocab_size: int = 2048) -> spm.SentencePieceProcessor:
     """Train a SentencePiece unigram tokenizer on ``text``, in memory, deterministically.
 
@@ -194,9 +199,10 @@ def train_tokenizer(text: str, vocab_size: int = 2048) -> spm.SentencePieceProce
         ``vocab_size`` too small to hold the 4 special and 256 byte tokens, or too large for the
         text (SentencePiece needs enough distinct pieces).
     """
-    if vocab_size < 300:
+    if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(
-            f"vocab_size must be >= 300 (4 special + 256 byte tokens), got {vocab_size}"
+            f"vocab_size must be >= {MIN_VOCAB_SIZE} (4 special + 256 byte tokens), "
+            f"got {vocab_size}"
         )
     lines = [line for line in text.splitlines() if line.strip()]
     model = io.BytesIO()

@@ -25,11 +25,28 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from .data import RecallTask, RegressionTask, TokenData, blocks, lm_batch, load_text, tokenize
+from .data import (
+    MIN_VOCAB_SIZE,
+    RecallTask,
+    RegressionTask,
+    TokenData,
+    blocks,
+    lm_batch,
+    load_text,
+    tokenize,
+)
 from .diagnostics import dag_loss
 from .lm import TinyLM, TinyLMConfig
 
 Tensor = torch.Tensor
+
+#: Learning rates must lie below this bound (train and PretrainConfig). It guards against typos
+#: (1e39, 1e4, a rate given in percent), not against rates that are merely too high: AdamW moves
+#: every weight by about the rate at each step whatever the gradient's size, so a rate of 10
+#: throws weights initialised at O(0.1) a hundred times past their scale in one step (a tiny
+#: PLDR-LLM's logits already overflow after one step at 9). Every rate the course uses lies far
+#: below it: at most 3e-2 with AdamW (the collapse hunt) and 5e-2 with SGD (0.5 in a test).
+MAX_LR = 10.0
 
 
 @dataclass
@@ -136,8 +153,11 @@ def train(
     Parameters
     ----------
     loss_fn:
-        Called with the step index; returns the scalar loss to minimise (it draws its batch, so
-        a loss_fn that derives the batch from the step makes runs resumable).
+        Called with the step index; returns the loss to minimise as a scalar (0-dim) tensor that
+        requires grad (it draws its batch, so a loss_fn that derives the batch from the step makes
+        runs resumable).
+    lr:
+        Peak learning rate, in (0, :data:`MAX_LR`).
     optimizer:
         ``"adamw"`` (with ``betas``, ``eps``; :func:`adamw`), ``"adamw_fused"`` (the same with
         PyTorch's fused kernel: faster, equal to float rounding only, see :func:`adamw`) or
@@ -169,9 +189,13 @@ def train(
     Raises
     ------
     ValueError
-        Bad arguments (steps, lr, schedule, optimizer, warmup, ``eval_every`` or
-        ``checkpoint_every`` not None or an int >= 1, a negative or non-numeric clip,
-        ``min_lr_ratio`` outside [0, 1], ``betas``, ``eps``, ``weight_decay``), before any step.
+        Bad arguments (steps, lr, schedule, optimizer, warmup, ``log_every``, ``start_step``,
+        ``eval_every`` or ``checkpoint_every`` not None or an int >= 1, a negative or non-numeric
+        clip, ``min_lr_ratio`` outside [0, 1], ``betas``, ``eps``, ``weight_decay``), before any
+        step; or ``loss_fn`` returned a tensor that is not 0-dim or does not require grad.
+    TypeError
+        ``loss_fn`` returned something other than a tensor (e.g. a Python float). Its result is
+        checked at every step, before the step's update, so this fails at the first step.
     FloatingPointError
         The loss became NaN or infinite (the message names the step and the learning rate), or a
         parameter did before a checkpoint (the message names it and the step). Nothing is
@@ -180,8 +204,7 @@ def train(
     bad_steps = isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
     if bad_steps or not _is_number(lr) or lr <= 0:
         raise ValueError(f"need steps >= 1 and lr > 0, got steps={steps!r}, lr={lr!r}")
-    if not isinstance(log_every, int) or log_every < 1:
-        raise ValueError(f"log_every must be a positive int, got {log_every!r}")
+    _check_int("log_every", log_every, low=1)
     _check_int("warmup", warmup, low=0)
     for name, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
         if value is not None:
@@ -198,7 +221,8 @@ def train(
     )
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-    if not 0 <= start_step <= steps:
+    _check_int("start_step", start_step, low=0)
+    if start_step > steps:
         raise ValueError(f"start_step must lie in [0, {steps}], got {start_step}")
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer in ("adamw", "adamw_fused"):
@@ -246,6 +270,7 @@ def train(
             group["lr"] = step_lr
         with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             loss = loss_fn(step)
+        _check_loss(loss, step)
         log_now = step % log_every == 0 or step == steps - 1
         checkpoint_now = (
             on_checkpoint is not None
@@ -289,6 +314,26 @@ def train(
     return history
 
 
+def _check_loss(loss: object, step: int) -> None:
+    """Refuse a loss the loop cannot minimise, before its update: a float, a tensor of per-sample
+    losses or a loss cut from the graph would otherwise fail in ``isfinite``, in a tensor's truth
+    value or in ``backward``, with a message that names neither loss_fn nor what it must return.
+    Only the tensor's metadata is read, so the check costs no GPU sync."""
+    expected = "loss_fn must return a scalar (0-dim) tensor that requires grad (the mean loss)"
+    if not isinstance(loss, Tensor):
+        raise TypeError(f"{expected}, got a {type(loss).__name__} ({loss!r}) at step {step}")
+    if loss.ndim != 0:
+        raise ValueError(
+            f"{expected}, got a tensor of shape {tuple(loss.shape)} at step {step}; reduce it "
+            "(e.g. .mean())"
+        )
+    if not loss.requires_grad:
+        raise ValueError(
+            f"{expected}, got a tensor that does not require grad at step {step} (computed "
+            "under torch.no_grad, detached, or from no trainable parameter)"
+        )
+
+
 def _plain_name(name: str) -> str:
     """A parameter's name in the plain model: without the prefixes that torch.compile
     (``_orig_mod.``) and DDP (``module.``) add; pretrain compiles the DDP wrapper, so the
@@ -307,6 +352,23 @@ def _check_parameters(model: nn.Module, steps_done: int) -> None:
                 f"non-finite parameter {_plain_name(name)} after {steps_done} steps "
                 f"(step {steps_done - 1}); not checkpointed, the last checkpoint stays"
             )
+
+
+def _check_logits(model: nn.Module, ids: Tensor, steps_done: int, lr: float) -> None:
+    """Refuse to checkpoint a model whose logits on ``ids`` are not finite: finite weights can
+    still overflow the forward pass (a rate far too high leaves weights whose products overflow),
+    and the loss that would show it is only computed at the next step, after the checkpoint.
+    Eval mode, no gradient; the model's mode comes back."""
+    training = model.training
+    with torch.no_grad():
+        logits = model.eval()(ids).logits
+    model.train(training)
+    if not bool(torch.isfinite(logits).all()):
+        raise FloatingPointError(
+            f"non-finite logits after {steps_done} steps (step {steps_done - 1}, lr {lr:.3g}) "
+            "although the parameters are finite; not checkpointed, the last checkpoint stays; "
+            "lower the learning rate"
+        )
 
 
 def regression_loss(model: nn.Module, task: RegressionTask) -> Callable[[int], Tensor]:
@@ -499,7 +561,7 @@ class PretrainConfig:
     val_every: int = field(default=10, metadata=_help("hold out every k-th document (k >= 2)"))
     batch_size: int = field(default=16, metadata=_help("global batch (sequences per step)"))
     steps: int = field(default=1000, metadata=_help("optimiser steps"))
-    lr: float = field(default=1e-3, metadata=_help("peak learning rate"))
+    lr: float = field(default=1e-3, metadata=_help(f"peak learning rate, in (0, {MAX_LR:g})"))
     warmup: int = field(default=100, metadata=_help("linear warm-up steps"))
     min_lr_ratio: float = field(
         default=0.1, metadata=_help("final learning rate / peak, in [0, 1]")
@@ -571,8 +633,8 @@ class PretrainConfig:
         for name in ("corpus", "out_dir", "device"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+        _check_int("vocab_size", self.vocab_size, low=MIN_VOCAB_SIZE)
         for name in (
-            "vocab_size",
             "block_size",
             "batch_size",
             "steps",
@@ -709,9 +771,10 @@ def _check_optimiser(
     clip_norm_name: str = "clip_norm",
 ) -> None:
     """The optimiser settings :func:`train` and :class:`PretrainConfig` share, checked before any
-    work: a negative clip or ratio would not fail, it would blow the loss up."""
-    if not _is_number(lr) or lr <= 0:
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    work: a negative clip or ratio would not fail, it would blow the loss up, and a rate of
+    :data:`MAX_LR` or more would overflow inside AdamW."""
+    if not _is_number(lr) or not 0 < lr < MAX_LR:
+        raise ValueError(f"lr must be a positive finite number below {MAX_LR:g}, got {lr!r}")
     if not _is_number(min_lr_ratio) or not 0 <= min_lr_ratio <= 1:
         raise ValueError(f"min_lr_ratio must be a number in [0, 1], got {min_lr_ratio!r}")
     if (
@@ -771,29 +834,105 @@ def select_device(
     return device
 
 
-def _distributed(requested_device: str) -> tuple[int, int, torch.device, bool]:
+#: The environment variables that turn DDP on (``WORLD_SIZE`` > 1) and place this process in it;
+#: ``torchrun`` sets them all. Every error of the DDP set-up lists them with their values.
+DDP_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+#: Seconds the DDP processes wait for each other, at the rendezvous and in every collective,
+#: before they fail instead of hanging: a hang limit, generous for a busy machine (NCCL's own
+#: default; gloo's is 30 minutes). The environment variable ``KVATTN_DDP_TIMEOUT_S`` overrides it.
+DDP_TIMEOUT_S = 600.0
+
+
+def _ddp_error(problem: str) -> str:
+    """``problem``, then the variables that turned DDP on, as the environment has them: DDP starts
+    from the environment alone, so a stray ``WORLD_SIZE`` is otherwise hard to spot."""
+    values = ", ".join(
+        f"{name}={os.environ[name]!r}" if name in os.environ else f"{name} unset"
+        for name in DDP_VARIABLES
+    )
+    return (
+        f"{problem}. DDP is on because the environment sets WORLD_SIZE ({values}); launch with "
+        "torchrun, which sets them all, or unset WORLD_SIZE to train in one process"
+    )
+
+
+def _env_number(name: str, default: str, kind: type, low: float, ddp: bool = True) -> float:
+    """The environment variable ``name`` (``default`` when unset) as an int >= ``low``, or a
+    finite float > ``low``; the error names DDP's variables if ``ddp``."""
+    text = os.environ.get(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and (value >= low if kind is int else value > low)):
+        what = f"an int >= {low}" if kind is int else f"a finite number > {low:g}"
+        problem = f"the environment variable {name} must be {what}, got {text!r}"
+        raise ValueError(_ddp_error(problem) if ddp else problem)
+    return value
+
+
+def _distributed(requested_device: str, batch_size: int) -> tuple[int, int, torch.device, bool]:
     """(rank, world size, this process's device, whether this call started the process group).
 
-    Under ``torchrun`` the CUDA device is made current before the process group starts, and the
-    backend follows the chosen device (NCCL for CUDA, else gloo)."""
+    With ``WORLD_SIZE`` > 1, the environment, the device and ``batch_size`` (divisible by the
+    number of processes) are checked before the process group starts, and every error names the
+    variables that turned DDP on (:data:`DDP_VARIABLES`). The rendezvous and the collectives
+    wait at most :data:`DDP_TIMEOUT_S` seconds (``KVATTN_DDP_TIMEOUT_S``) for the other
+    processes. Under ``torchrun`` the CUDA device is made current before the process group
+    starts, and the backend follows the chosen device (NCCL for CUDA, else gloo)."""
+    import datetime
+
     import torch.distributed as dist
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = select_device(requested_device, local_rank, world, torch.cuda.is_available())
+    world = _env_number("WORLD_SIZE", "1", int, low=1)
+    local_rank = _env_number("LOCAL_RANK", "0", int, low=0, ddp=world > 1)
+    cuda = torch.cuda.is_available()
     if world == 1:
-        return 0, 1, device, False
+        return 0, 1, select_device(requested_device, local_rank, 1, cuda), False
+    try:
+        device = select_device(requested_device, local_rank, world, cuda)
+    except ValueError as err:
+        raise ValueError(_ddp_error(str(err))) from None
+    if batch_size % world:
+        raise ValueError(
+            _ddp_error(f"batch_size {batch_size} is not divisible by {world} processes")
+        )
     if device.type == "cuda":
         torch.cuda.set_device(device)
     started = not dist.is_initialized()
     if started:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        missing = [
+            name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ
+        ]
+        if missing:
+            raise ValueError(_ddp_error(f"DDP also needs {', '.join(missing)}"))
+        if _env_number("RANK", "0", int, low=0) >= world:
+            raise ValueError(_ddp_error("RANK must be below WORLD_SIZE"))
+        timeout_s = _env_number("KVATTN_DDP_TIMEOUT_S", str(DDP_TIMEOUT_S), float, low=0)
+        try:
+            dist.init_process_group(
+                "nccl" if device.type == "cuda" else "gloo",
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
+        except (ValueError, dist.DistError) as err:
+            # torch's first line says what failed; the rest can be a C++ stack
+            reason = (str(err).strip() or repr(err)).splitlines()[0]
+            problem = (
+                f"the DDP rendezvous failed: {reason} (the processes wait for each other at "
+                f"most {timeout_s:g} s; the environment variable KVATTN_DDP_TIMEOUT_S sets it)"
+            )
+            kind = ValueError if isinstance(err, ValueError) else RuntimeError
+            raise kind(_ddp_error(problem)) from err
     return dist.get_rank(), world, device, started
 
 
 def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
-    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss)."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=pad_id)
+    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss).
+    ``targets`` may be int32 or int64 ids (the models take both; the loss needs int64)."""
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten().long(), ignore_index=pad_id
+    )
 
 
 def dag_penalty(outputs: list, coefficients: tuple[float, float, float]) -> Tensor:
@@ -983,25 +1122,37 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
     out_dir is refused. A checkpoint is written in full to a staging folder and swapped in by
     :func:`kvattn.checkpoint.replace_directory`, so a kill at any moment leaves the last complete
     checkpoint, and the next start repairs the leftovers
-    (:func:`kvattn.checkpoint.recover_directory`). A non-finite loss or non-finite parameters stop
-    the run with :class:`FloatingPointError` before anything is written; the last checkpoint
-    stays. Under ``torchrun`` each process takes ``cuda:LOCAL_RANK`` (see :func:`select_device`),
-    and the process group this call starts is destroyed when it returns.
+    (:func:`kvattn.checkpoint.recover_directory`). A non-finite loss, non-finite parameters, or
+    finite parameters whose logits on the first validation block are not finite (a rate far too
+    high; checked before every checkpoint) stop the run with :class:`FloatingPointError` before
+    anything is written; the last checkpoint stays.
+
+    DDP is on when the environment sets ``WORLD_SIZE`` > 1 (``torchrun`` does, with ``RANK``,
+    ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``). Each process takes ``cuda:LOCAL_RANK``
+    (see :func:`select_device`); the processes wait for each other, at the rendezvous and in every
+    collective, at most :data:`DDP_TIMEOUT_S` seconds, or as many as the environment variable
+    ``KVATTN_DDP_TIMEOUT_S`` says, and the process group this call starts is destroyed when it
+    returns.
 
     Raises
     ------
     FileExistsError, FileNotFoundError, ValueError
         As above (an existing run, no checkpoint to resume, a mismatched resume, an unwritable
         out_dir), before the tokenizer is trained.
+    ValueError
+        DDP is on but the environment is incomplete or invalid, the device does not suit it, or
+        ``batch_size`` is not divisible by the number of processes; before the process group
+        starts. The message lists the variables that turned DDP on.
+    RuntimeError
+        The DDP rendezvous failed, e.g. the other processes did not join within the hang limit;
+        the message lists the same variables.
     FloatingPointError
-        Non-finite loss or parameters.
+        Non-finite loss, parameters or logits (the message names the step).
     """
     import torch.distributed as dist
 
-    rank, world, device, started = _distributed(cfg.device)
+    rank, world, device, started = _distributed(cfg.device, cfg.batch_size)
     try:
-        if cfg.batch_size % world:
-            raise ValueError(f"batch_size {cfg.batch_size} is not divisible by {world} processes")
         out_dir = Path(cfg.out_dir)
         if rank == 0:
             _prepare_out_dir(out_dir, out_dir / "checkpoint", cfg, resume)
@@ -1122,7 +1273,11 @@ def _pretrain(
         if start_step == 0 or not probes["step"]:
             probe(start_step)
 
+    check_ids = val_blocks[:1, :-1].to(device)
+
     def on_checkpoint(step: int, opt: torch.optim.Optimizer, hist: History) -> None:
+        # Every process checks its copy (DDP keeps them equal), so that all stop together.
+        _check_logits(model, check_ids, step, opt.param_groups[0]["lr"])
         if rank == 0:
             staging = staging_directory(ckpt)
             shutil.rmtree(staging, ignore_errors=True)
