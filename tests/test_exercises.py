@@ -3,9 +3,13 @@ its explanation, and their references agree with independent implementations."""
 
 from __future__ import annotations
 
+import _thread
 import dataclasses
 import math
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -179,16 +183,128 @@ def test_the_time_limit_keeps_an_outer_alarm():
         signal.signal(signal.SIGALRM, previous)
 
 
-def test_check_runs_without_a_time_limit_outside_the_main_thread():
-    """SIGALRM handlers can only be installed from the main thread: elsewhere there is no limit
-    (as the docstring says) rather than a ValueError from the signal module."""
+#: How long a test waits for a check that should return within a second or two (a hang limit
+#: for a busy machine, not a duration that is asserted).
+HANG_LIMIT_S = 300
+
+
+def test_the_time_limit_holds_outside_the_main_thread():
+    """A SIGALRM limit could only be set from the main thread: elsewhere there was none, and a
+    function that never returned blocked check for good."""
     results = []
-    worker = threading.Thread(
-        target=lambda: results.append(check("kv_memory", EXERCISES["kv_memory"].reference))
-    )
+
+    def checks() -> None:
+        results.append(check("kv_memory", EXERCISES["kv_memory"].reference).n_cases)
+        try:
+            check("kv_memory", lambda x, K, V: time.sleep(600), time_limit=0.5)
+        except ExerciseFailed as failure:
+            results.append(str(failure))
+
+    worker = threading.Thread(target=checks, daemon=True)
     worker.start()
-    worker.join(timeout=300)
-    assert [r.n_cases for r in results] == [6]
+    worker.join(timeout=HANG_LIMIT_S)
+    assert len(results) == 2, f"check did not return within {HANG_LIMIT_S} s"
+    assert results[0] == 6
+    assert "your function did not return within 0.5 s (check's time_limit)" in results[1]
+
+
+#: Readers' functions that swallow every exception in a loop: around a wait (where a signal is
+#: always raised inside the try), around tensor code, and around an inner loop (where anything
+#: raised is raised inside the try), checked in a fresh interpreter: a call that cannot be
+#: stopped runs on, and a broken fix's check would never return.
+_SWALLOWING_READERS = """
+import os, time, torch
+from kvattn.exercises import ExerciseFailed, check
+
+def retries(x, K, V):
+    while True:
+        try:
+            time.sleep(0.01)
+        except:
+            pass
+
+def spins(x, K, V):
+    while True:
+        try:
+            torch.zeros(1).sum()
+        except:
+            pass
+
+def nested(x, K, V):
+    while True:
+        try:
+            while True:
+                pass
+        except:
+            pass
+
+for fn in (retries, spins, nested):
+    try:
+        check("kv_memory", fn, time_limit=0.5)
+    except ExerciseFailed as failure:
+        print(failure, flush=True)
+os._exit(0)  # no interpreter shutdown: an abandoned thread may be inside torch
+"""
+
+
+def test_a_bare_except_cannot_swallow_the_time_limit():
+    """The limit raised one exception inside the call: a bare except in a loop swallowed it, and
+    check never returned."""
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _SWALLOWING_READERS],
+            capture_output=True,
+            text=True,
+            timeout=HANG_LIMIT_S,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"check did not return within {HANG_LIMIT_S} s: the bare except won")
+    failures = run.stdout.split("kv_memory: case ")[1:]
+    assert len(failures) == 3, run.stdout + run.stderr
+    for failure in failures:
+        assert failure.startswith(
+            "'random, 5 tokens': your function did not return within 0.5 s (check's time_limit)"
+        )
+    # the inner loop catches every stop: check returns all the same, and says what runs on
+    assert "It is still running in the background: it did not stop when told to" in failures[2]
+
+
+def test_the_call_keeps_the_callers_torch_settings():
+    """The reader's function runs in a thread of its own; torch's grad mode and default device
+    are per thread, and it sees the caller's."""
+    call = exercises._checker._call_with_time_limit
+
+    def settings() -> tuple[bool, str]:
+        return torch.is_grad_enabled(), torch.zeros(1).device.type
+
+    assert call(settings, (), 60.0) == (True, "cpu")
+    with torch.no_grad():
+        assert call(settings, (), 60.0) == (False, "cpu")
+    torch.set_default_device("meta")
+    try:
+        assert call(settings, (), 60.0) == (True, "meta")
+    finally:
+        torch.set_default_device(None)
+
+
+def test_an_interrupt_stops_the_call_too():
+    """Kernel → Interrupt (KeyboardInterrupt in the caller's thread) also ends the call, which
+    would otherwise run on in its thread."""
+    ended = threading.Event()
+
+    def waits() -> None:
+        try:
+            time.sleep(0.2)
+            _thread.interrupt_main()  # while check waits for this call
+            while True:
+                time.sleep(0.01)
+        finally:
+            ended.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        exercises._checker._call_with_time_limit(waits, (), float(HANG_LIMIT_S))
+    assert ended.wait(HANG_LIMIT_S)
 
 
 def test_odd_results_get_a_clear_message():

@@ -371,6 +371,12 @@ def test_run_curves_draw_each_run_on_its_own_x_and_the_threshold_across_all():
         ({"curves": {"a": [1, 2, 3]}}, TypeError, r"curves\['a'\] must be a pair"),
         ({"curves": {"a": ([1, 2], [1.0])}}, ValueError, "one y per x"),
         ({"curves": {"a": ([1, 2], [1.0, math.nan])}}, ValueError, "finite"),
+        (
+            {"curves": {"a": ([1, 2], [0.5, 0.0])}},
+            ValueError,
+            r"^curves\['a'\] y must be positive on a logarithmic axis, got 0.0 at index 1$",
+        ),
+        ({"curves": {"a": ([], [])}}, ValueError, r"^curves\['a'\] has no points$"),
         ({"threshold": (0.0, "zero")}, ValueError, "threshold value"),
         ({"threshold": (0.1,)}, ValueError, r"threshold must be \(value, label\)"),
         ({"threshold": (math.inf, "inf")}, ValueError, "threshold value"),
@@ -422,3 +428,105 @@ def test_interval_bands_shade_each_interval_in_its_series_colour():
 def test_interval_bands_refuse_bad_series(series, kwargs, error, match):
     with pytest.raises(error, match=match):
         figures.interval_bands([1.0], series, title="t", xaxis="x", yaxis="y", **kwargs)
+
+
+def test_loss_curves_refuse_a_loss_a_log_axis_would_drop():
+    """Plotly dropped a zero or negative loss from the logarithmic axis without a word; a loss is
+    never negative, so there it is a bug in the input. A linear axis still draws it."""
+    history = History(steps=[1, 2, 3], loss=[1.0, 0.0, 0.5])
+    with pytest.raises(
+        ValueError,
+        match=r"^loss of 'run' must be positive on a logarithmic axis, got 0.0 at index 1$",
+    ):
+        figures.loss_curves({"run": history}, title="t")
+    with pytest.raises(ValueError, match=r"loss of 'b' must be positive .* got -0.25 at index 0$"):
+        figures.loss_curves({"a": History([1], [0.5]), "b": History([1], [-0.25])}, title="t")
+    linear = figures.loss_curves({"run": history}, title="t", log_y=False)
+    assert list(linear.data[0].y) == [1.0, 0.0, 0.5] and linear.layout.yaxis.type != "log"
+    logged = figures.loss_curves({"run": History([1, 2], [1.0, 0.5])}, title="t")
+    assert list(logged.data[0].y) == [1.0, 0.5] and logged.layout.yaxis.type == "log"
+    with pytest.raises(TypeError, match=r"^histories\['run'\] must be a History \(steps, loss\)"):
+        figures.loss_curves({"run": [1.0, 0.5]}, title="t")
+
+
+def test_static_attention_explorer_refuses_an_empty_or_unsplit_prompt():
+    """An empty prompt drew an empty figure; a string of tokens was split into characters."""
+    empty = HeadProfile(0, 0, torch.zeros(0, 0), torch.zeros(0))
+    with pytest.raises(ValueError, match=r"^tokens is empty: nothing to show$"):
+        figures.attention_explorer([empty], [])
+    head = HeadProfile(0, 1, torch.eye(3), torch.zeros(3))
+    with pytest.raises(TypeError, match=r"^tokens must be a sequence, got str$"):
+        figures.attention_explorer([head], "abc")
+    broken = HeadProfile(0, 1, torch.full((3, 3), math.nan), torch.zeros(3))
+    with pytest.raises(ValueError, match=r"^E of layer 0, head 1 must be finite, got nan at"):
+        figures.attention_explorer([broken], ["a", "b", "c"])
+
+
+def test_bad_inputs_fail_before_anything_is_drawn():
+    """Each raised deep inside (AttributeError, IndexError, a numpy or matplotlib complaint, a
+    TraitError) or was drawn silently (a β of NaN)."""
+    grid = [0.0, 1.0]
+    with pytest.raises(ValueError, match=r"^x and y must not be empty, got 0 x and 0 y values$"):
+        figures.heatmap_grid({"p": torch.zeros(0, 0)}, x=[], y=[], **LINE)
+    with pytest.raises(TypeError, match=r"^cloud must be \(a, b, name\), got \(\[0.1\], \[0.2\]\)"):
+        figures.symmetry_explorer([_profile()], _profile(), cloud=([0.1], [0.2]))
+    with pytest.raises(TypeError, match=r"^cloud must be \(a, b, name\)"):
+        widgets.symmetry_explorer(cloud=(torch.zeros(3), torch.zeros(3)))
+    v, y = [[0.0, 0.2], [0.4, 0.6]], [[3.0, 3.2], [2.9, 3.3]]
+    with pytest.raises(ValueError, match=r"^betas must be finite, got nan at index 0$"):
+        figures.dose_response([math.nan, 4.0], v, y, title="t")
+    with pytest.raises(TypeError, match=r"^betas must hold numbers"):
+        figures.dose_response(["small", "large"], v, y, title="t")
+    with pytest.raises(TypeError, match=r"^densities\[4\] must be a torch.Tensor, got list$"):
+        figures.twirl_explorer({4: [[1.0, 0.0], [0.0, 1.0]]})
+    with pytest.raises(TypeError, match=r"^results\[0\] must be a Mapping, got int$"):
+        figures.benchmark_ratios([1])
+    with pytest.raises(TypeError, match=r"^frame 'a' must be a mapping, got list$"):
+        figures.line_slider(grid, {}, {"a": [1.0, 2.0]}, prefix="", **LINE)
+    transform = {"alphas": [0.5, 2.0], "scaled": [0.1, 0.0], "swap": 0.3}
+    with pytest.raises(
+        ValueError,
+        match=r"^transforms\['s'\]\['scaled'\] must be positive on a logarithmic axis, got 0.0",
+    ):
+        widgets.symmetry_explorer(transforms={"s": transform})
+    with pytest.raises(ValueError, match=r"^transforms\['s'\]\['swap'\] must be finite, got nan$"):
+        widgets.symmetry_explorer(
+            transforms={"s": {**transform, "scaled": [1, 2], "swap": math.nan}}
+        )
+    from kvattn.mlp import GatedMLP
+
+    with pytest.raises(ValueError, match=r"^inputs must have shape \(n ≥ 1, 4\), got \(0, 4\)$"):
+        widgets.interaction_explorer(
+            GatedMLP(4, 6, 3), list("abcd"), list("xyz"), torch.zeros(0, 4)
+        )
+    for runs, error, match in [
+        ({"a": _runs([]), "b": _runs([])}, ValueError, r"^runs\['a'\].seeds is empty"),
+        ({"a": [3.0], "b": [3.1]}, TypeError, r"^runs\['a'\] must be a SeedRuns, got list$"),
+        (
+            {"a": SeedRuns([0], [10], [[]], 100), "b": _runs([0])},
+            ValueError,
+            r"^runs\['a'\] has a seed without validation losses",
+        ),
+        (
+            {"a": SeedRuns([0], [10], [[math.nan]], 100), "b": _runs([0])},
+            ValueError,
+            r"^final losses of runs\['a'\] must be finite, got nan at index 0$",
+        ),
+    ]:
+        with pytest.raises(error, match=match):
+            widgets.paired_comparison(runs, "a", "b")
+
+
+def test_figures_take_the_nested_lists_they_accept_as_tensors():
+    """heatmap_grid and interaction_explorer checked lists, then called tensor methods on them."""
+    panel = [[1.0, -2.0], [0.5, 0.0]]
+    fig = figures.heatmap_grid({"p": panel}, x=[0, 1], y=[0, 1], **LINE)
+    assert fig.data[0].zmax == 2.0 and fig.data[0].zmin == -2.0
+    as_tensor = figures.heatmap_grid({"p": torch.tensor(panel)}, x=[0, 1], y=[0, 1], **LINE)
+    assert as_tensor.to_plotly_json() == fig.to_plotly_json()
+    B = [[[1.0, 2.0], [0.0, 1.0]]]
+    target = [[[1.0, 1.0], [1.0, 3.0]]]
+    fig = figures.interaction_explorer(B, ["a", "b"], ["o"], target)
+    assert fig.data[0].zmax == 3.0 and list(fig.data[1].z[0]) == [1.0, 1.0]  # sym(B_o)
+    same = figures.interaction_explorer(torch.tensor(B), ["a", "b"], ["o"], torch.tensor(target))
+    assert same.to_plotly_json() == fig.to_plotly_json()

@@ -153,9 +153,17 @@ def _require_array(
     ):
         if bad is not None and bad.any():
             index = tuple(int(i) for i in np.argwhere(bad)[0])
-            where = index if ndim > 1 else index[0]
-            raise ValueError(f"{name} must be {what}, got {float(array[index])} at index {where}")
+            where = "" if ndim == 0 else f" at index {index[0] if ndim == 1 else index}"
+            raise ValueError(f"{name} must be {what}, got {float(array[index])}{where}")
     return array
+
+
+def _require_cloud(cloud: object) -> tuple[np.ndarray, np.ndarray]:
+    """``cloud`` = (a, b, name): points a, b of equal length and their legend name, as arrays."""
+    if not isinstance(cloud, tuple | list) or len(cloud) != 3 or not isinstance(cloud[2], str):
+        raise TypeError(f"cloud must be (a, b, name), got {cloud!r:.80}")
+    a = _require_array("cloud's a", cloud[0], 1)
+    return a, _require_array("cloud's b", cloud[1], a.shape, "one per a")
 
 
 def log_axis(fig: go.Figure, axis: str, values: Sequence[float] | None = None, **where) -> None:
@@ -231,13 +239,28 @@ def loss_curves(
 ) -> go.Figure:
     """Training-loss curves of several :class:`kvattn.train.History` records.
 
-    Raises ValueError when ``histories`` is empty, a record's ``loss`` and ``steps`` differ in
-    length, a loss is not finite, or ``height`` < 1.
+    ``log_y`` (the default) draws the losses on a logarithmic axis, where a loss must be positive:
+    a loss is never negative, and an exact 0 or a negative value there is a bug in the input that
+    plotly would hide by dropping the point, so it is refused (pass ``log_y=False`` for a linear
+    axis).
+
+    Raises
+    ------
+    TypeError
+        ``histories`` is not a mapping, or a record has no ``steps`` and ``loss``.
+    ValueError
+        No records, a record whose ``loss`` and ``steps`` differ in length, a loss that is not
+        finite, or not positive with ``log_y`` (the message names the record, the value and its
+        index), or ``height`` < 1.
     """
     _require_items("histories", histories, container=Mapping)
     for name, h in histories.items():
+        if not (hasattr(h, "steps") and hasattr(h, "loss")):
+            raise TypeError(
+                f"histories[{name!r}] must be a History (steps, loss), got {type(h).__name__}"
+            )
         steps = _require_array(f"steps of {name!r}", h.steps, 1)
-        _require_array(f"loss of {name!r}", h.loss, steps.shape, "one per step")
+        _require_array(f"loss of {name!r}", h.loss, steps.shape, "one per step", positive=log_y)
     _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, h in histories.items():
@@ -273,13 +296,17 @@ def heatmap_grid(
     diverging colour scale centred at 0 when ``symmetric``, shared by all panels when
     ``shared_scale`` (otherwise each panel has its own range, shown on hover).
 
-    Raises ValueError when ``panels`` is empty, a panel's shape is not ``(len(y), len(x))``, a
-    value is not finite, or ``cols`` or ``height`` < 1.
+    Raises ValueError when ``panels`` is empty, ``x`` or ``y`` is empty, a panel's shape is not
+    ``(len(y), len(x))``, a value is not finite, or ``cols`` or ``height`` < 1.
     """
     xs, ys = _require_array("x", x, 1), _require_array("y", y, 1)
+    if xs.size == 0 or ys.size == 0:
+        raise ValueError(f"x and y must not be empty, got {xs.size} x and {ys.size} y values")
     _require_items("panels", panels, container=Mapping)
-    for name, panel in panels.items():
-        _require_array(f"panel {name!r}", panel, (len(ys), len(xs)), "len(y), len(x)")
+    arrays = {
+        name: _require_array(f"panel {name!r}", panel, (len(ys), len(xs)), "len(y), len(x)")
+        for name, panel in panels.items()
+    }
     _require_number("cols", cols, 1, integer=True)
     if height is not None:
         _require_number("height", height, 1, integer=True)
@@ -288,10 +315,10 @@ def heatmap_grid(
     fig = make_subplots(
         rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.04, vertical_spacing=0.12
     )
-    zmax = max(float(p.abs().max()) for p in panels.values()) if symmetric else None
+    zmax = max(float(np.abs(a).max()) for a in arrays.values()) if symmetric else None
     for i, name in enumerate(names):
         if not shared_scale:
-            zmax = (float(panels[name].abs().max()) or 1.0) if symmetric else None
+            zmax = (float(np.abs(arrays[name]).max()) or 1.0) if symmetric else None
         fig.add_trace(
             go.Heatmap(
                 z=_round(panels[name], 3),
@@ -363,7 +390,7 @@ def symmetry_explorer(
 
     Raises ValueError when ``profiles`` is empty, ``labels`` does not match it one to one, or
     the cloud's a and b differ in length or are not finite; TypeError when an item is no
-    :class:`~kvattn.symmetry.SymmetryProfile`.
+    :class:`~kvattn.symmetry.SymmetryProfile` or ``cloud`` is not (a, b, name).
     """
     _require_items("profiles", profiles, SymmetryProfile)
     if not isinstance(reference, SymmetryProfile):
@@ -371,8 +398,7 @@ def symmetry_explorer(
     if labels is not None:
         _require_length("labels", labels, len(profiles), "profile")
     if cloud is not None:
-        cloud_a = _require_array("cloud's a", cloud[0], 1)
-        cloud_b = _require_array("cloud's b", cloud[1], cloud_a.shape, "one per a")
+        cloud_a, cloud_b = _require_cloud(cloud)
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -609,10 +635,12 @@ def line_slider(
 
     Raises ValueError when ``frames`` is empty, frames name different series, a series' length
     differs from ``x``'s, a value is not finite, an ``x`` is not positive on a logarithmic x
-    axis, or ``height`` < 1.
+    axis, or ``height`` < 1; TypeError when a frame is not a mapping of series.
     """
     xs = _require_array("x", x, 1, positive=log_x)
     labels = _require_items("frames", frames, container=Mapping)
+    for label, series in frames.items():
+        _require_items(f"frame {label!r}", series, container=Mapping, empty=True)
     names = list(frames[labels[0]])
     for label, series in frames.items():
         if list(series) != names:
@@ -808,9 +836,11 @@ def dose_response(
     (nats/token) at ``betas[i]`` and seed s.
 
     Raises ValueError when ``betas`` is empty, the two tables are not ``(len(betas), seeds)``
-    with at least 2 seeds, or a value is not finite.
+    with at least 2 seeds, or a value (β included) is not finite; TypeError when a β is no
+    number.
     """
     n = len(_require_items("betas", betas))
+    _require_array("betas", betas, 1)
     v = _require_array("violation", violation, 2, "one row per β, one column per seed")
     if v.shape[0] != n:
         raise ValueError(f"violation has {v.shape[0]} rows, expected one per β ({n})")
@@ -870,10 +900,10 @@ def interaction_explorer(
     _require_length("feature_names", feature_names, d, "row of B_o")
     _require_length("output_names", _require_items("output_names", output_names), n_out, "B_o")
     if target is not None:
-        _require_array("target", target, matrices.shape, "the shape of B")
+        target = _require_array("target", target, matrices.shape, "the shape of B")
     from .interaction import eigendecompose, symmetrise
 
-    S = symmetrise(B.detach().cpu().double())
+    S = symmetrise(torch.from_numpy(matrices))
     eigenvalues, _ = eigendecompose(S)
     panels = ["target A_o", "learned sym(B_o)"] if target is not None else ["sym(B_o)"]
     cols = len(panels) + 1
@@ -885,7 +915,7 @@ def interaction_explorer(
     )
     zmax = float(S.abs().max())
     if target is not None:
-        zmax = max(zmax, float(target.abs().max()))
+        zmax = max(zmax, float(np.abs(target).max()))
     names = list(feature_names)
 
     def heat(matrix: torch.Tensor, show: bool) -> go.Heatmap:
@@ -936,13 +966,18 @@ def attention_explorer(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -
     Left, the head's attention weights E on the input (rows: queries, columns: keys); right, the
     asymmetry ‖M − Mᵀ‖/‖M‖ of its bilinear form at each query–key distance δ.
 
-    Raises ValueError when ``profiles`` is empty or ``tokens`` does not match a profile's ``E``
-    one token per row; TypeError when an item is no :class:`~kvattn.diagnostics.HeadProfile`.
+    Raises ValueError when ``profiles`` or ``tokens`` is empty (an empty prompt), ``tokens`` does
+    not match a profile's ``E`` one token per row, or a profile holds a value that is not
+    finite; TypeError when an item is no :class:`~kvattn.diagnostics.HeadProfile` or a token no
+    str.
     """
-    for p in _require_items("profiles", profiles, HeadProfile):
-        _require_length(
-            "tokens", tokens, p.E.shape[-1], f"row of E of layer {p.layer}, head {p.head}"
-        )
+    _require_items("profiles", profiles, HeadProfile)
+    _require_items("tokens", tokens, str)
+    for p in profiles:
+        head = f"layer {p.layer}, head {p.head}"
+        _require_length("tokens", tokens, p.E.shape[-1], f"row of E of {head}")
+        _require_array(f"E of {head}", p.E, 2)
+        _require_array(f"asymmetry of {head}", p.asym, 1)
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -1108,12 +1143,14 @@ def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = Tr
     """The static face of chapter 10's explorer: a slider over the sequence length S showing the
     normalised density A0/S (left) and its projection onto the RoPE commutant (right).
 
-    ``densities`` maps each length S ≥ 1 to a finite ``(d_k, d_k)`` matrix; anything else raises
-    ValueError (TypeError for a length that is no int).
+    ``densities`` maps each length S ≥ 1 to a finite ``(d_k, d_k)`` matrix (a tensor); anything
+    else raises ValueError (TypeError for a length that is no int or a matrix that is no tensor).
     """
     _require_items("densities", densities, container=Mapping)
     for S, A in densities.items():
         _require_number("sequence length S", S, 1, integer=True)
+        if not isinstance(A, torch.Tensor):
+            raise TypeError(f"densities[{S}] must be a torch.Tensor, got {type(A).__name__}")
         _require_array(f"densities[{S}]", A, 2, square=True)
     from .diagnostics import commutant_projection, commutant_residual
 
@@ -1168,8 +1205,10 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
     the better), generation lines speed ratios (the higher the better).
 
     ``results``: dicts from :func:`~kvattn.benchmark.bench_train` and/or
-    :func:`~kvattn.benchmark.bench_generate`; ratios a result does not hold are skipped.
+    :func:`~kvattn.benchmark.bench_generate`; ratios a result does not hold are skipped. Raises
+    TypeError when ``results`` is not a sequence of dicts, ValueError when they hold no ratio.
     """
+    _require_items("results", results, Mapping, empty=True)
     metrics = {
         "train_pldr_over_gpt": "train step: PLDR / GPT",
         "kvg_over_none": "generate: kv+g / none",
@@ -1398,15 +1437,19 @@ def run_curves(
     threshold, labelled, such as the value below which a run counts as collapsed.
 
     ``curves``: run label → ``(x, y)``, two sequences of equal length (one point per
-    measurement); ``threshold``: ``(value, label)``, drawn across the whole x range.
+    measurement); ``threshold``: ``(value, label)``, drawn across the whole x range. With
+    ``log_y`` every y must be positive: plotly would drop a 0 or a negative value without a word
+    (use ``log_y=False`` for values that can be 0, such as a loss change).
 
     Raises
     ------
     TypeError
         ``curves`` is not a mapping of pairs.
     ValueError
-        No runs, a run whose x and y differ in length or hold a non-finite value, a threshold
-        that is not (finite number, str) or not positive on a logarithmic axis, or ``height`` < 1.
+        No runs, a run with no points, a run whose x and y differ in length or hold a non-finite
+        value, a y that is not positive with ``log_y`` (the message names the run, the value and
+        its index), a threshold that is not (finite number, str) or not positive on a
+        logarithmic axis, or ``height`` < 1.
     """
     _require_items("curves", curves, container=Mapping)
     _require_number("height", height, 1, integer=True)
@@ -1415,7 +1458,9 @@ def run_curves(
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise TypeError(f"curves[{label!r}] must be a pair (x, y), got {pair!r:.80}")
         x = _require_array(f"curves[{label!r}] x", pair[0], 1)
-        y = _require_array(f"curves[{label!r}] y", pair[1], x.shape, "one y per x")
+        if x.size == 0:
+            raise ValueError(f"curves[{label!r}] has no points")
+        y = _require_array(f"curves[{label!r}] y", pair[1], x.shape, "one y per x", positive=log_y)
         drawn[label] = (x, y)
     fig = go.Figure()
     for label, (x, y) in drawn.items():

@@ -6,9 +6,10 @@ they were executed with; moving them needs a running kernel, so every chapter al
 plotly face, whose sliders work anywhere.
 
 Arguments are checked before any widget is built, with the helpers of :mod:`kvattn.figures`: a
-value outside a slider's range, a choice that is not offered or an index past the last layer,
-head or slot raises ValueError naming the argument, the value and what is allowed (ipywidgets
-would clamp it silently or raise a bare TraitError).
+value outside a slider's range, a choice that is not offered, an index past the last layer,
+head or slot, or an empty prompt raises ValueError naming the argument, the value and what is
+allowed (ipywidgets would clamp it silently or raise a bare TraitError). A text box that the
+reader empties shows a line asking for a prompt instead of a traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .figures import (
     COLORS,
     _require_array,
     _require_choice,
+    _require_cloud,
     _require_index,
     _require_items,
     _require_length,
@@ -36,6 +38,9 @@ from .memories import Triggers, lift_labels, slot_report
 from .mlp import SlotMLP, mlp_cost
 from .symmetry import input_contour, symmetry_profile
 from .train import SeedRuns
+
+#: What an explorer shows when the reader empties its prompt box (there is nothing to run on).
+_EMPTY_PROMPT = "Type a prompt: the text box is empty."
 
 
 def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.VBox:
@@ -52,6 +57,15 @@ def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.V
         control.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox(controls), out])
+
+
+def _require_prompt(name: str, text: object) -> None:
+    """``text`` is a str with more than white space: an empty prompt encodes to no token ids
+    (and ``torch.tensor([])`` is a float tensor that the models refuse)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{name} is empty ({text!r}): type a prompt")
 
 
 #: The activations the symmetry explorer offers (label, name).
@@ -98,24 +112,29 @@ def symmetry_explorer(
 
     ``act`` is a name of :data:`ACTIVATIONS`; ``beta`` lies in [10^−1.3, 10^1.3]
     (:data:`BETA_LOG10`), ``rho`` in :data:`RHO_RANGE`, ``mean`` in :data:`MEAN_RANGE`; anything
-    else, a cloud whose a and b differ in length, or a transform entry without those keys
-    raises ValueError.
+    else, a cloud whose a and b differ in length, or a transform entry without those keys, with
+    a ``"scaled"`` loss per α that is not positive and finite (it is drawn on a logarithmic
+    axis) or a ``"swap"`` loss that is not a finite number raises ValueError (TypeError for a
+    cloud that is not (a, b, name)).
     """
     _require_choice("act", act, [name for _, name in ACTIVATIONS])
     _require_number("beta", beta, 10 ** BETA_LOG10[0], 10 ** BETA_LOG10[1])
     _require_number("rho", rho, *RHO_RANGE)
     _require_number("mean", mean, *MEAN_RANGE)
     if cloud is not None:
-        cloud_a = _require_array("cloud's a", cloud[0], 1)
-        cloud_b = _require_array("cloud's b", cloud[1], cloud_a.shape, "one per a")
+        cloud_a, cloud_b = _require_cloud(cloud)
     for name, entry in (transforms or {}).items():
         missing = {"alphas", "scaled", "swap"} - set(entry)
         if missing:
             raise ValueError(f"transforms[{name!r}] lacks {sorted(missing)}")
-        _require_array(f"transforms[{name!r}]['alphas']", entry["alphas"], 1, positive=True)
-        _require_length(
-            f"transforms[{name!r}]['scaled']", entry["scaled"], len(entry["alphas"]), "α"
+        alphas = _require_array(
+            f"transforms[{name!r}]['alphas']", entry["alphas"], 1, positive=True
         )
+        _require_array(
+            f"transforms[{name!r}]['scaled']", entry["scaled"], alphas.shape, "one per α",
+            positive=True,
+        )  # fmt: skip
+        _require_array(f"transforms[{name!r}]['swap']", entry["swap"], 0)
     act_box = widgets.Dropdown(options=list(ACTIVATIONS), value=act, description="σ")
     beta_box = widgets.FloatLogSlider(
         value=beta, base=10, min=BETA_LOG10[0], max=BETA_LOG10[1], step=0.05, description="β",
@@ -305,8 +324,8 @@ def interaction_explorer(
         if inputs is None:
             raise ValueError("a gated layer's interaction matrix depends on x: pass inputs")
         shape = _require_array("inputs", inputs, 2).shape
-        if shape[1] != module.d_model:
-            raise ValueError(f"inputs must have shape (n, {module.d_model}), got {shape}")
+        if shape[0] == 0 or shape[1] != module.d_model:
+            raise ValueError(f"inputs must have shape (n ≥ 1, {module.d_model}), got {shape}")
         x_box = widgets.IntSlider(
             value=0, min=0, max=len(inputs) - 1, description="input x", continuous_update=False
         )
@@ -340,12 +359,23 @@ def paired_comparison(runs: dict[str, SeedRuns], first: str, second: str) -> wid
     """Pick two configurations of a multi-seed experiment: their per-seed final validation losses
     and the paired differences (same seed = same batches), with the mean difference.
 
-    Raises ValueError when ``first`` or ``second`` is not a key of ``runs`` or the runs were not
-    made with the same seeds (then there is nothing to pair).
+    Raises ValueError when ``first`` or ``second`` is not a key of ``runs``, a run has no seeds,
+    a seed has no validation loss or a final one that is not finite, or the runs were not made
+    with the same seeds (then there is nothing to pair); TypeError when a run is no
+    :class:`~kvattn.train.SeedRuns`.
     """
     names = _require_items("runs", runs, container=Mapping)
     _require_choice("first", first, names)
     _require_choice("second", second, names)
+    for name, run in runs.items():
+        if not isinstance(run, SeedRuns):
+            raise TypeError(f"runs[{name!r}] must be a SeedRuns, got {type(run).__name__}")
+        _require_items(f"runs[{name!r}].seeds", run.seeds)
+        if not all(run.evals):
+            raise ValueError(f"runs[{name!r}] has a seed without validation losses (empty evals)")
+        _require_array(
+            f"final losses of runs[{name!r}]", run.final, (len(run.seeds),), "one per seed"
+        )
     for name in names:
         if runs[name].seeds != runs[first].seeds:
             raise ValueError(
@@ -392,7 +422,12 @@ def _layer_head_boxes(cfg, layer: int, head: int) -> tuple[widgets.Dropdown, wid
 
 def attention_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -> widgets.VBox:
     """Type a prompt and pick a layer and head: the head's attention weights on the prompt and
-    the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor."""
+    the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor.
+
+    Raises TypeError when ``text`` is no str, ValueError when it is empty or white space, or
+    ``layer`` or ``head`` is one that the model does not have.
+    """
+    _require_prompt("text", text)
     from .diagnostics import head_profile
 
     cfg = model.config
@@ -405,7 +440,10 @@ def attention_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 
     layer_box, head_box = _layer_head_boxes(cfg, layer, head)
 
     def draw() -> None:
-        ids = tokenizer.encode(text_box.value or " ")[: cfg.max_position_embeddings]
+        ids = tokenizer.encode(text_box.value)[: cfg.max_position_embeddings]
+        if not ids:
+            print(_EMPTY_PROMPT)
+            return
         device = next(model.parameters()).device
         p = head_profile(model, torch.tensor([ids], device=device), layer_box.value, head_box.value)
         pieces = [tokenizer.id_to_piece(i) for i in ids]
@@ -432,8 +470,10 @@ def deductive_explorer(
     each tensor's order parameter by the magnitude of the mean and by the RMS.
 
     Raises ValueError with fewer than two non-blank ``prompts`` (the spread is taken across
-    prompts) or a ``layer`` or ``head`` that the model does not have.
+    prompts) or a ``layer`` or ``head`` that the model does not have; TypeError when ``prompts``
+    is not a sequence of str (a single str would be split into its characters).
     """
+    _require_items("prompts", prompts, str)
     if len([t for t in prompts if t.strip()]) < 2:
         raise ValueError(
             f"prompts must hold at least two non-blank prompts (the spread is across prompts), "
@@ -489,9 +529,13 @@ def deductive_explorer(
 
 def generation_explorer(models: dict, tokenizer, prompt: str) -> widgets.VBox:
     """Pick a model, a decoding mode and a temperature, edit the prompt, and read the continuation
-    (chapter 8). ``models`` maps labels to :class:`kvattn.pldr.DecoderLM` models (ValueError
-    when empty)."""
+    (chapter 8). ``models`` maps labels to :class:`kvattn.pldr.DecoderLM` models.
+
+    Raises ValueError when ``models`` is empty or ``prompt`` is empty or white space, TypeError
+    when ``prompt`` is no str.
+    """
     _require_items("models", models, container=Mapping)
+    _require_prompt("prompt", prompt)
     from .pldr import CACHE_MODES
 
     text_box = widgets.Textarea(
@@ -510,7 +554,10 @@ def generation_explorer(models: dict, tokenizer, prompt: str) -> widgets.VBox:
     def draw() -> None:
         model = models[model_box.value]
         cfg = model.config
-        ids = tokenizer.encode(text_box.value or " ")[: cfg.max_position_embeddings - 1]
+        ids = tokenizer.encode(text_box.value)[: cfg.max_position_embeddings - 1]
+        if not ids:
+            print(_EMPTY_PROMPT)
+            return
         device = next(model.parameters()).device
         n_new = min(48, cfg.max_position_embeddings - len(ids))
         gen = torch.Generator(device=device).manual_seed(0)
@@ -533,12 +580,20 @@ def generation_explorer(models: dict, tokenizer, prompt: str) -> widgets.VBox:
 
 def twirl_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -> widgets.VBox:
     """Pick a layer, a head and a length S: the head's normalised density over the first S tokens
-    of ``text`` beside its projection onto the RoPE commutant (chapter 10)."""
+    of ``text`` beside its projection onto the RoPE commutant (chapter 10).
+
+    Raises TypeError when ``text`` is no str, ValueError when it is empty or white space (or
+    encodes to no tokens), or ``layer`` or ``head`` is one that the model does not have.
+    """
+    _require_prompt("text", text)
     from .diagnostics import commutant_projection, commutant_residual, twirl
 
     cfg = model.config
     device = next(model.parameters()).device
-    ids = torch.tensor([tokenizer.encode(text)[: cfg.max_position_embeddings]], device=device)
+    tokens = tokenizer.encode(text)[: cfg.max_position_embeddings]
+    if not tokens:  # text that the tokenizer drops entirely, such as a zero-width space
+        raise ValueError(f"text {text!r} encodes to no tokens: type a prompt")
+    ids = torch.tensor([tokens], device=device)
     layer_box, head_box = _layer_head_boxes(cfg, layer, head)
     length_box = widgets.IntSlider(
         value=min(16, ids.shape[1]),

@@ -5,8 +5,8 @@ diagnosis of a wrong result, the time limit, and the input helpers the chapters 
 from __future__ import annotations
 
 import copy
+import ctypes
 import math
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -264,46 +264,90 @@ def _first_change(before: object, after: object, where: str) -> str | None:
 
 
 class _TimeUp(BaseException):
-    """Raised inside the reader's function when its time is up: a BaseException, so that an
-    ``except Exception`` in the reader's code cannot swallow it."""
+    """Raised inside the reader's function to stop it when its time is up (a BaseException, so
+    that an ``except Exception`` in the reader's code lets it through), and in the caller of a
+    call that timed out, with one argument: whether the call is still running."""
 
 
-def _alarm_available() -> bool:
-    """Whether a SIGALRM timer can interrupt a call: POSIX (Linux, macOS), in the main thread,
-    with no SIGALRM handler installed outside Python."""
-    return (
-        hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGALRM) is not None
+#: How long a timed-out call is given to stop (told again and again) before it is abandoned.
+_STOP_GRACE_S = 1.0
+
+
+def _raise_in(thread: threading.Thread, error: type[BaseException] | None) -> None:
+    """Raise ``error`` in ``thread`` at its next Python instruction (None: cancel a pending one).
+    CPython's PyThreadState_SetAsyncExc, on every platform."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread.ident), None if error is None else ctypes.py_object(error)
     )
 
 
 def _call_with_time_limit(fn: Callable, args: tuple, seconds: float | None) -> object:
-    """``fn(*args)``, raising :class:`_TimeUp` inside it after ``seconds`` (when the platform
-    allows, see :func:`check`). A pending timer of someone else's is re-armed afterwards with what
-    was left of it."""
-    if seconds is None or not _alarm_available():
+    """``fn(*args)``; after ``seconds``, :class:`_TimeUp` here, whatever ``fn`` does.
+
+    The call runs in a daemon thread that this (the caller's) thread waits for, so that nothing
+    the reader's code does can keep ``check`` from returning: a signal raised inside the call
+    (the former SIGALRM limit) is swallowed by a bare ``except:`` in a loop, every time. When
+    the time is up the call is told to stop (:class:`_TimeUp` raised in it, repeatedly for
+    :data:`_STOP_GRACE_S`); one that still runs is abandoned, and ``_TimeUp(True)`` says so.
+    The thread gets the caller's grad mode and default device, torch's thread-local settings
+    that a reader may have changed."""
+    if seconds is None:
         return fn(*args)
-    armed = True
+    outcome: list = []  # (returned, value or exception), appended once by the worker
+    lock = threading.Lock()  # no stop is sent once the outcome is in
+    done = threading.Event()
+    grad, device = torch.is_grad_enabled(), torch.get_default_device()
 
-    def alarm(_signum, _frame) -> None:
-        if armed:  # a late alarm after the call returned must not escape into the caller
-            raise _TimeUp
+    def call() -> None:
+        result: tuple = (False, None)
+        try:
+            torch.set_grad_enabled(grad)
+            if torch.get_default_device() != device:
+                torch.set_default_device(device)
+            result = (True, fn(*args))
+        except BaseException as error:  # the reader's error (or a stop): the caller reports it
+            result = (False, error)
+        finally:
+            while not done.is_set():  # a stop sent as fn ended may land here: record it anyway
+                try:
+                    with lock:
+                        if not outcome:
+                            outcome.append(result)
+                        _raise_in(worker, None)  # no stop pending, and none sent from now on
+                    done.set()
+                except _TimeUp:
+                    pass
 
-    previous = signal.signal(signal.SIGALRM, alarm)
-    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.monotonic()
+    def stop() -> bool:
+        """Tell the call to stop until it does or the grace time ends; whether it stopped."""
+        end = time.monotonic() + _STOP_GRACE_S
+        while not done.is_set() and time.monotonic() < end:
+            with lock:
+                if not outcome:
+                    _raise_in(worker, _TimeUp)
+            done.wait(0.05)
+        return done.is_set()
+
+    worker = threading.Thread(target=call, name="kvattn check", daemon=True)
+    worker.start()
+    deadline = time.monotonic() + seconds
     try:
-        result = fn(*args)
-        armed = False
-        return result
-    finally:
-        armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer_delay > 0:
-            left = outer_delay - (time.monotonic() - start)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), outer_interval)
+        # short waits: a SIGINT that another thread received (or, on Windows, any) is acted on
+        # only when this thread runs Python code again (and Thread.join, interrupted, would
+        # take the call for finished)
+        while not done.is_set() and (left := deadline - time.monotonic()) > 0:
+            done.wait(min(left, 0.1))
+    except BaseException:  # KeyboardInterrupt (Kernel → Interrupt) stops the call as well
+        stop()
+        raise
+    with lock:
+        finished = bool(outcome)
+    if not finished:
+        raise _TimeUp(not stop())
+    returned, value = outcome[0]
+    if returned:
+        return value
+    raise value
 
 
 def _check_time_limit(time_limit: object) -> float | None:
@@ -378,10 +422,17 @@ def _run(
     who = "the function yours returned" if returned else "your function"
     try:
         return _call_with_time_limit(fn, args, time_limit)
-    except _TimeUp:
+    except _TimeUp as up:
+        running = (
+            " It is still running in the background: it did not stop when told to (a bare "
+            "`except:` that swallows the stop, or a long call outside Python); restart the "
+            "kernel to end it."
+            if up.args[0]
+            else ""
+        )
         raise ExerciseFailed(
             f"{where}: {who} did not return within {time_limit:g} s (check's time_limit); an "
-            f"endless loop, or a wait for something that never comes?\n{inputs}"
+            f"endless loop, or a wait for something that never comes?{running}\n{inputs}"
         ) from None
     except Exception as error:  # the reader's bug, reported with the case that caused it
         where = f"{where}: {who}" if returned else where
@@ -398,12 +449,15 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
     compared; where the exercise names its ``outputs``, a wrong tuple is reported by the first
     element (stage) that differs.
 
-    The time limit uses a SIGALRM timer, so it works where Python can set one: Linux and macOS
-    (also in a Jupyter or Colab kernel, whose cells run in the main thread), called from the main
-    thread. It interrupts Python code; a single long-running native call (one huge tensor
-    operation) is interrupted when it returns. Elsewhere (Windows, or ``check`` called from
-    another thread) there is no limit: a function that never returns blocks until interrupted
-    (Kernel → Interrupt in Jupyter).
+    With a time limit, each call runs in a thread of its own, so ``check`` returns when the time
+    is up whatever the function does, on every platform (Linux, macOS, Windows; in a Jupyter or
+    Colab kernel, and from any thread). The call is then told to stop (an exception raised in
+    it, which ``except Exception`` does not catch); one that has not stopped a second later is
+    left running in the background, and the message says so: a long native call (``time.sleep``,
+    one huge tensor operation) stops when it returns, a loop with a bare ``except:`` around an
+    inner loop only when the kernel restarts. The thread starts with the caller's grad mode and
+    default device. Kernel → Interrupt stops ``check`` and the call. With ``time_limit=None``
+    the function runs in the caller's thread, with no limit.
 
     Returns
     -------

@@ -1,0 +1,95 @@
+"""The live explorers on tiny models: what a reader sees when a text box is emptied (outside
+IPython, the Output widget captures nothing, so what a redraw prints or raises reaches the test)."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import pytest
+import torch
+
+from kvattn import widgets
+from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
+
+CONFIG = PLDRConfig(
+    vocab_size=16,
+    hidden_size=16,
+    num_attention_heads=2,
+    num_hidden_layers=2,
+    num_reslayerA=1,
+    A_dff=8,
+    max_position_embeddings=32,
+)
+
+
+class Chars:
+    """A stand-in for a SentencePiece processor: one token per visible character; white space
+    and zero-width characters give no token, as SentencePiece drops them."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) % 16 for c in text if c.isprintable() and not c.isspace()]
+
+    def id_to_piece(self, i: int) -> str:
+        return chr(ord("a") + i)
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(map(self.id_to_piece, ids))
+
+
+@pytest.fixture
+def models(monkeypatch):
+    """A GPT, a PLDR-LLM, and the list of what the explorers display (a continuation's HTML)."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(widgets, "display", shown.append)
+    torch.manual_seed(0)
+    yield GPT(CONFIG).eval(), PLDRLLM(CONFIG).eval(), shown
+    plt.close("all")
+
+
+def test_an_emptied_prompt_box_asks_for_a_prompt(models, capsys):
+    """Clearing the prompt of chapter 6's, 8's or 11's explorer showed a traceback in the widget
+    (torch.tensor([]) is float32: "ids must be a tensor of int64 ...")."""
+    import matplotlib.pyplot as plt
+
+    gpt, pldr, shown = models
+    attention = widgets.attention_explorer(gpt, Chars(), "a cat")
+    generation = widgets.generation_explorer({"gpt": gpt, "pldr": pldr}, Chars(), "a cat")
+    for live in (attention, generation):
+        text_box = live.children[0].children[0]
+        for emptied in ("", "  \n", "\u200b"):
+            capsys.readouterr()
+            text_box.value = emptied
+            # (outside IPython, clearing the Output widget prints a terminal's clear-line code)
+            assert capsys.readouterr().out.endswith("\rType a prompt: the text box is empty.\n")
+    # a prompt again: each explorer runs again
+    n_figures = len(plt.get_fignums())
+    attention.children[0].children[0].value = "a dog"
+    assert len(plt.get_fignums()) == n_figures + 1
+    generation.children[0].children[0].value = "a dog"
+    assert shown[-1].value.startswith("<pre style='white-space: pre-wrap'>a dog<b>")
+
+
+def test_an_empty_prompt_is_refused_before_anything_runs(models):
+    """They raised TypeError about a float32 input_ids, or, for the twirl explorer, ipywidgets'
+    bare TraitError ("setting max < min")."""
+    gpt, pldr, _ = models
+    for text in ("", " \t\n"):
+        shown = re.escape(repr(text))
+        with pytest.raises(ValueError, match=rf"^text is empty \({shown}\): type a prompt$"):
+            widgets.attention_explorer(gpt, Chars(), text)
+        with pytest.raises(ValueError, match=rf"^prompt is empty \({shown}\): type a prompt$"):
+            widgets.generation_explorer({"gpt": gpt}, Chars(), text)
+        with pytest.raises(ValueError, match=rf"^text is empty \({shown}\): type a prompt$"):
+            widgets.twirl_explorer(pldr, Chars(), text)
+    with pytest.raises(ValueError, match=r"^text '\\u200b' encodes to no tokens: type a prompt$"):
+        widgets.twirl_explorer(pldr, Chars(), "\u200b")
+    with pytest.raises(TypeError, match=r"^text must be a str, got NoneType$"):
+        widgets.attention_explorer(gpt, Chars(), None)
+    with pytest.raises(TypeError, match=r"^prompts must be a sequence, got str$"):
+        widgets.deductive_explorer(pldr, Chars(), "one\ntwo")  # not split into characters
+    twirl = widgets.twirl_explorer(pldr, Chars(), "ab")  # a prompt of two tokens still draws
+    assert twirl.children[0].children[2].max == 2
