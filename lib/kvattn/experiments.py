@@ -741,7 +741,7 @@ class ShippedExperiment:
 
     @property
     def command(self) -> str:
-        """The command that remakes this file: ``kvattn-reproduce experiment <name>``, which runs
+        """The command that remakes this file, ``kvattn-reproduce experiment <name>``. It runs
         the design that ``data/plans/experiments.json`` records for it (the arguments it ran
         with) and writes ``reproduced/experiments/<name>.json`` (``--out data --overwrite``
         replaces the shipped file). ``provenance["command"]`` is the command as it was run."""

@@ -418,7 +418,7 @@ def _summary(record: dict) -> str:
 
 
 def collapsed(probes: dict, at: int, below: float) -> bool:
-    """Whether probe ``at`` meets the hunt's criterion: in every layer, the |mean| order
+    """Whether probe ``at`` meets the hunt's criterion: in every layer, the ``|mean|`` order
     parameter of G_LM and σ2/σ1 of A are below ``below``."""
     order = probes["G_order_mean"][at]
     ratio = probes["A_sigma_ratio"][at]
