@@ -611,22 +611,6 @@ def test_train_lm_seeds_argument_errors(kwargs, message):
         )
 
 
-def test_paired_difference_matches_student_t():
-    """Two-sided p-values at the textbook 5 % critical values, and the paired statistics."""
-    from kvattn.train import _student_t_two_sided_p, paired_difference
-
-    for t, dof in [(12.7062, 1), (4.3027, 2), (3.1824, 3), (2.7764, 4), (2.2281, 10)]:
-        assert _student_t_two_sided_p(t, dof) == pytest.approx(0.05, abs=2e-4)
-    assert _student_t_two_sided_p(0.0, 3) == pytest.approx(1.0)
-    d = paired_difference([1.0, 2.0, 3.0, 4.0], [0.5, 1.0, 2.5, 3.0])  # differences .5 1 .5 1
-    assert d.mean == pytest.approx(0.75)
-    assert d.se == pytest.approx(0.28867513 / 2)
-    assert d.t == pytest.approx(0.75 / (0.28867513 / 2))
-    assert d.n == 4 and 0 < d.p < 0.05
-    with pytest.raises(ValueError, match="same length >= 2"):
-        paired_difference([1.0], [2.0])
-
-
 def test_default_autocast_is_bf16_only_on_cuda_devices_that_support_it(monkeypatch):
     from kvattn.train import default_autocast
 

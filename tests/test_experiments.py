@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+import scipy.stats
 
-from kvattn import experiments
-from kvattn.experiments import minimum_detectable_effect, paired_contrast
+from kvattn import experiments, stats
+from kvattn.experiments import paired_contrast
+from kvattn.stats import minimum_detectable_effect
 
 
 def test_minimum_detectable_effect_has_the_stated_power():
@@ -34,12 +35,11 @@ def test_minimum_detectable_effect_has_the_stated_power():
 
 
 def test_paired_contrast_matches_scipy_ttest():
-    from scipy import stats
 
     a = [3.10, 3.05, 3.12, 3.08, 3.11]
     b = [3.07, 3.06, 3.09, 3.02, 3.10]
     c = paired_contrast("gelu", a, b, 0.05, 0.8)
-    ref = stats.ttest_rel(a, b)
+    ref = scipy.stats.ttest_rel(a, b)
     assert c.t == pytest.approx(ref.statistic) and c.p == pytest.approx(ref.pvalue)
     assert c.mean == pytest.approx(np.mean(np.subtract(a, b)))
     assert c.n == 5 and c.mde > abs(c.mean) > 0
@@ -100,21 +100,21 @@ def test_a_micro_experiment_runs_the_whole_design(small_text):
 
 
 def test_pairs_needed_is_the_first_design_below_the_target():
-    n = experiments.pairs_needed(0.0155, 0.01)
+    n = stats.pairs_needed(0.0155, 0.01)
     assert minimum_detectable_effect(0.0155, n) < 0.01 <= minimum_detectable_effect(0.0155, n - 1)
-    assert experiments.pairs_needed(0.0, 0.01) == 2
+    assert stats.pairs_needed(0.0, 0.01) == 2
     with pytest.raises(ValueError, match="target must be a positive finite effect"):
-        experiments.pairs_needed(0.01, 0.0)
+        stats.pairs_needed(0.01, 0.0)
     with pytest.raises(ValueError, match="100,000 pairs"):
-        experiments.pairs_needed(10.0, 1e-4)
+        stats.pairs_needed(10.0, 1e-4)
 
 
 def test_holm_steps_down_and_stops_at_the_first_failure():
     # sorted: 0.001 < 0.05/3, 0.02 < 0.05/2, 0.04 < 0.05: all reject, in the given order
-    assert experiments.holm([0.04, 0.001, 0.02]) == [True, True, True]
+    assert stats.holm([0.04, 0.001, 0.02]) == [True, True, True]
     # 0.03 > 0.05/2 stops the procedure: 0.04 is not rejected although it is below 0.05
-    assert experiments.holm([0.001, 0.03, 0.04]) == [True, False, False]
-    assert experiments.holm([0.2]) == [False] and experiments.holm([]) == []
+    assert stats.holm([0.001, 0.03, 0.04]) == [True, False, False]
+    assert stats.holm([0.2]) == [False] and stats.holm([]) == []
 
 
 def test_contrast_sd_is_the_spread_of_the_differences():
@@ -219,8 +219,8 @@ def test_equivalence_p_is_the_larger_one_sided_t_test_and_matches_the_interval()
     c = paired_contrast("silu", sym, gated, 0.05, 0.8)
     d = np.array(sym) - np.array(gated)
     for margin in (0.05, 0.12, 0.2):
-        above = stats.ttest_1samp(d, -margin, alternative="greater").pvalue
-        below = stats.ttest_1samp(d, margin, alternative="less").pvalue
+        above = scipy.stats.ttest_1samp(d, -margin, alternative="greater").pvalue
+        below = scipy.stats.ttest_1samp(d, margin, alternative="less").pvalue
         assert c.equivalence_p(margin) == pytest.approx(max(above, below), rel=1e-9)
     # duality: p < alpha exactly when the 1 − 2·alpha interval lies inside ±margin; here the
     # mean 0.08 lies inside ±0.12 and ±0.2 but the interval only inside ±0.2
@@ -234,10 +234,8 @@ def test_equivalence_p_is_the_larger_one_sided_t_test_and_matches_the_interval()
 
 def test_holm_thresholds_step_down_from_alpha_over_m():
     # the smallest of three p-values is held to 0.05/3, the next to 0.05/2, the largest to 0.05
-    assert experiments.holm_thresholds([0.04, 0.001, 0.02]) == pytest.approx(
-        [0.05, 0.05 / 3, 0.025]
-    )
-    assert experiments.holm_thresholds([]) == []
+    assert stats.holm_thresholds([0.04, 0.001, 0.02]) == pytest.approx([0.05, 0.05 / 3, 0.025])
+    assert stats.holm_thresholds([]) == []
 
 
 @pytest.fixture(scope="module")
@@ -391,7 +389,7 @@ def test_paired_contrast_refuses_non_finite_losses():
         paired_contrast("silu", [3.0, 3.1], [float("inf"), 3.0], 0.05, 0.8)
 
 
-@pytest.mark.parametrize("fn", [experiments.holm, experiments.holm_thresholds])
+@pytest.mark.parametrize("fn", [stats.holm, stats.holm_thresholds])
 @pytest.mark.parametrize(
     "p_values, alpha, match",
     [
@@ -410,8 +408,8 @@ def test_holm_refuses_nan_and_out_of_range_p_values_and_alpha(fn, p_values, alph
 
 
 def test_holm_accepts_the_edges_of_the_unit_interval():
-    assert experiments.holm([0.0, 1.0]) == [True, False]
-    assert experiments.holm(np.array([0.001, 0.06])) == [True, False]
+    assert stats.holm([0.0, 1.0]) == [True, False]
+    assert stats.holm(np.array([0.001, 0.06])) == [True, False]
 
 
 @pytest.mark.parametrize(
@@ -420,9 +418,9 @@ def test_holm_accepts_the_edges_of_the_unit_interval():
         (lambda: minimum_detectable_effect("0.1", 4), "sd must be finite"),
         (lambda: minimum_detectable_effect(0.1, 4, alpha="0.05"), "alpha and power"),
         (lambda: minimum_detectable_effect(0.1, 4, power=float("nan")), "alpha and power"),
-        (lambda: experiments.pairs_needed(0.01, math.inf), "target must be a positive finite"),
-        (lambda: experiments.pairs_needed(0.01, "0.01"), "target must be a positive finite"),
-        (lambda: experiments.pairs_needed(0.01, 0.01, alpha=2.0), "alpha and power"),
+        (lambda: stats.pairs_needed(0.01, math.inf), "target must be a positive finite"),
+        (lambda: stats.pairs_needed(0.01, "0.01"), "target must be a positive finite"),
+        (lambda: stats.pairs_needed(0.01, 0.01, alpha=2.0), "alpha and power"),
     ],
 )
 def test_mde_and_pairs_needed_refuse_what_is_not_a_number_in_range(call, match):

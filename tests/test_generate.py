@@ -11,8 +11,8 @@ import torch
 
 import kvattn.generate as generate_module
 from kvattn.checkpoint import load_pretrained
-from kvattn.data import load_text, shipped, train_tokenizer
-from kvattn.generate import check_tokenizer, generate_text, load_tokenizer, main
+from kvattn.data import check_tokenizer, load_text, load_tokenizer, shipped, train_tokenizer
+from kvattn.generate import generate_text, main
 
 CHECKPOINT = shipped("gpt_tiny")
 

@@ -766,8 +766,7 @@ def test_generation_mode_loss_differs_from_full_pass_with_block_density():
 def test_generation_mode_loss_differs_from_full_pass_for_pldr_tiny():
     """The shipped block-density model on real text (chapter 8 reports the difference)."""
     from kvattn.checkpoint import load_pretrained
-    from kvattn.data import blocks, load_text, shipped
-    from kvattn.generate import load_tokenizer
+    from kvattn.data import blocks, load_text, load_tokenizer, shipped
 
     model = load_pretrained(shipped("pldr_tiny"))
     text = load_text("pydoc", max_chars=20_000)

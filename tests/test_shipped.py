@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kvattn import stats
 from kvattn.checkpoint import load_pretrained, read_config
-from kvattn.data import SHIPPED_FILES, shipped
-from kvattn.generate import load_tokenizer
+from kvattn.data import SHIPPED_FILES, load_tokenizer, shipped
 from kvattn.train import PretrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,14 +120,14 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
     if name == "symmetry_contrast_silu_powered":  # sized from the main run's spread: MDE 0.01
         main = experiments.load_shipped("symmetry_contrast").contrast
         (silu,) = [c for c in main.contrasts if c.act == "silu"]
-        needed = experiments.pairs_needed(silu.sd, 0.01)
+        needed = stats.pairs_needed(silu.sd, 0.01)
         assert acts == ["silu"] and len(r.design["test_seeds"]) == needed and dose is None
         assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
         assert r.chosen_lr["silu gated"] == main.chosen_lr["silu gated"]
         return
     if name == "symmetry_contrast_powered":  # every σ, sized by the largest need, own rates
         main = experiments.load_shipped("symmetry_contrast").contrast
-        needed = [experiments.pairs_needed(c.sd, 0.01) for c in main.contrasts]
+        needed = [stats.pairs_needed(c.sd, 0.01) for c in main.contrasts]
         assert acts == list(experiments.CONTRASTS) and dose is None
         assert len(r.design["test_seeds"]) == max(needed)
         assert not set(r.design["test_seeds"]) & set(main.design["test_seeds"])  # fresh seeds
@@ -154,7 +154,7 @@ def test_shipped_symmetry_experiment_meets_its_design_and_its_statistics_recompu
             steps = sized_by.design["steps"]
             assert steps == 3 * powered.design["steps"]
         spread = [c.sd for c in sized_by.contrasts if c.act in acts]
-        needed = max(experiments.pairs_needed(sd, 0.01) for sd in spread)
+        needed = max(stats.pairs_needed(sd, 0.01) for sd in spread)
         seeds = r.design["test_seeds"]
         assert dose is None and "--rates-from" in provenance["command"]
         assert r.design["steps"] == steps

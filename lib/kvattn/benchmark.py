@@ -75,6 +75,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
+from ._checks import check_bool, check_int
 from .pldr import GPT, PLDRLLM, PUBLISHED_110M, PLDRConfig
 from .train import adamw, default_autocast, lm_cross_entropy
 
@@ -163,18 +164,6 @@ def _check_seconds(budget_s: float) -> None:
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
 
 
-def _check_int(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _check_bool(name: str, value: bool) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-
-
 def _check_device(device: torch.device) -> None:
     if not isinstance(device, torch.device):
         raise TypeError(f"device must be a torch.device, got {type(device).__name__}")
@@ -214,8 +203,8 @@ def _check_run(
 def _check_step(cfg: PLDRConfig, batch: int, seq: int) -> None:
     """A training step's shape: ``batch`` rows of ``seq`` inputs (``seq + 1`` ids, so that even
     ``seq = 1`` has a next token to predict) within the positions of ``cfg``."""
-    _check_int("batch", batch, 1)
-    _check_int("seq", seq, 1)
+    check_int("batch", batch, low=1, typed=True)
+    check_int("seq", seq, low=1, typed=True)
     if seq > cfg.max_position_embeddings:
         raise ValueError(
             f"seq = {seq} exceeds max_position_embeddings = {cfg.max_position_embeddings}"
@@ -451,7 +440,7 @@ def matmul_rate(
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     if n is None:
         n = 1024 if device.type == "cpu" else 8192
-    _check_int("n", n, 1)
+    check_int("n", n, low=1, typed=True)
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     times = []
@@ -568,8 +557,8 @@ def bench_train(
     """
     _check_run(name, cfg, device, budget_s, autocast)
     _check_step(cfg, batch, seq)
-    _check_bool("compile", compile)
-    _check_bool("fused_adamw", fused_adamw)
+    check_bool("compile", compile, typed=True)
+    check_bool("fused_adamw", fused_adamw, typed=True)
     models = _models(cfg, device)
     out = _header(name, cfg, device, models, autocast)
     out.update(
@@ -745,8 +734,8 @@ def bench_generate(
         checked before any model is built.
     """
     _check_run(name, cfg, device, budget_s, autocast)
-    _check_int("prompt_len", prompt_len, 1)
-    _check_int("new_tokens", new_tokens, 1)
+    check_int("prompt_len", prompt_len, low=1, typed=True)
+    check_int("new_tokens", new_tokens, low=1, typed=True)
     if prompt_len + new_tokens > cfg.max_position_embeddings:
         raise ValueError(
             f"prompt_len + new_tokens = {prompt_len + new_tokens} exceeds "

@@ -237,6 +237,37 @@ def _train_sentencepiece(lines: list[str], model: io.BytesIO, vocab_size: int) -
     )
 
 
+def load_tokenizer(directory: str | Path) -> spm.SentencePieceProcessor:
+    """The SentencePiece tokenizer saved beside a checkpoint (``tokenizer.model``).
+
+    Raises ``FileNotFoundError`` when there is none, ``ValueError`` (naming the file) when it is
+    not a SentencePiece model.
+    """
+    path = Path(directory) / "tokenizer.model"
+    if not path.exists():
+        raise FileNotFoundError(f"{directory} has no tokenizer.model")
+    try:
+        return spm.SentencePieceProcessor(model_proto=path.read_bytes())
+    except RuntimeError as err:
+        raise ValueError(f"{path} is not a SentencePiece model: {err}") from None
+
+
+def check_tokenizer(tokenizer: spm.SentencePieceProcessor, vocab_size: int, where: Path) -> None:
+    """Refuse a tokenizer whose vocabulary differs from the model's ``vocab_size``.
+
+    A tokenizer from another run encodes to ids the model does not have, or cannot decode the
+    ids the model emits (SentencePiece's "piece id is out of range"). ``where`` is the checkpoint
+    folder, named in the ``ValueError``.
+    """
+    pieces = tokenizer.get_piece_size()
+    if pieces != vocab_size:
+        raise ValueError(
+            f"{Path(where) / 'tokenizer.model'} has {pieces} pieces but the model's vocab_size "
+            f"in {Path(where) / 'config.json'} is {vocab_size}: the tokenizer comes from "
+            "another run"
+        )
+
+
 @dataclass(frozen=True)
 class TokenData:
     """A tokenised corpus split into a training and a validation stream of token ids (int64)."""

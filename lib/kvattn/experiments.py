@@ -31,17 +31,22 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 
 import torch
-from scipy import stats
 
+from ._checks import check_bool, check_fraction, check_int, is_list_like, is_real
 from .data import TokenData, experiment
 from .lm import TinyLM, TinyLMConfig
 from .mlp import matched_slots, mlp_cost
+from .stats import (
+    equivalence_p,
+    minimum_detectable_effect,
+    paired_difference,
+    t_interval,
+)
 from .symmetry import exchange_violation, trained_exchange_violation
 from .train import SeedRuns, train_lm_seeds
 
@@ -79,25 +84,16 @@ class Contrast:
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """The two-sided Student-t confidence interval of the mean difference at ``level``
-        (nats/token). Raises ``ValueError`` unless 0 < level < 1."""
-        if not (_is_number(level) and 0 < level < 1):
-            raise ValueError(f"level must lie in (0, 1), got {level!r}")
-        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.se
-        return self.mean - half, self.mean + half
+        (nats/token; :func:`kvattn.stats.t_interval`). Raises ``ValueError`` unless
+        0 < level < 1."""
+        return t_interval(self.mean, self.se, self.n, level)
 
     def equivalence_p(self, margin: float) -> float:
-        """The p-value of the two one-sided tests (TOST, Schuirmann 1987) that the mean difference
-        lies inside (−``margin``, +``margin``) nats/token: the larger of the one-sided paired
-        t-test p-values against −margin and against +margin. Below alpha exactly when the
-        1 − 2·alpha interval lies inside ±margin; a small value supports "no difference as large
-        as margin". Raises ``ValueError`` unless margin is a positive finite number."""
-        if not (_is_number(margin) and margin > 0):
-            raise ValueError(f"margin must be a positive finite number, got {margin!r}")
-        if self.se == 0:
-            return 0.0 if abs(self.mean) < margin else 1.0
-        above = stats.t.sf((self.mean + margin) / self.se, self.n - 1)  # H0: mean <= -margin
-        below = stats.t.cdf((self.mean - margin) / self.se, self.n - 1)  # H0: mean >= +margin
-        return float(max(above, below))
+        """The p-value of the two one-sided tests that the mean difference lies inside
+        (−``margin``, +``margin``) nats/token (:func:`kvattn.stats.equivalence_p`): a small value
+        supports "no difference as large as margin". Raises ``ValueError`` unless margin is a
+        positive finite number."""
+        return equivalence_p(self.mean, self.se, self.n, margin)
 
 
 @dataclass
@@ -147,108 +143,6 @@ class ContrastResult:
         return cls(**{**d, "contrasts": [Contrast(**c) for c in d["contrasts"]]})
 
 
-def minimum_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Smallest true mean difference that a two-sided paired t-test on ``n`` pairs detects with
-    probability ``power`` at level ``alpha``, for paired differences of standard deviation ``sd``:
-    (t_{1−α/2, n−1} + t_{power, n−1}) · sd / √n (the usual normal-approximation form with t
-    quantiles). Same units as ``sd``.
-
-    Raises
-    ------
-    ValueError
-        ``n`` not an int >= 2, ``sd`` not a finite number >= 0, or alpha/power not numbers in
-        (0, 1).
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"n must be an int >= 2 (pairs), got {n!r}")
-    if not (_is_number(sd) and sd >= 0):
-        raise ValueError(f"sd must be finite and >= 0, got {sd!r}")
-    if not (_is_number(alpha) and _is_number(power) and 0 < alpha < 1 and 0 < power < 1):
-        raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
-    dof = n - 1
-    return float((stats.t.ppf(1 - alpha / 2, dof) + stats.t.ppf(power, dof)) * sd / math.sqrt(n))
-
-
-def pairs_needed(sd: float, target: float, alpha: float = 0.05, power: float = 0.8) -> int:
-    """The fewest pairs whose :func:`minimum_detectable_effect` falls below ``target`` for paired
-    differences of standard deviation ``sd`` (how a follow-up is sized from an earlier run's
-    spread).
-
-    Raises
-    ------
-    ValueError
-        ``target`` not a positive finite number, bad ``sd``/``alpha``/``power`` (as
-        :func:`minimum_detectable_effect`), or no design of up to 100,000 pairs reaches it.
-    """
-    if not (_is_number(target) and target > 0):
-        raise ValueError(f"target must be a positive finite effect, got {target!r}")
-
-    def enough(n: int) -> bool:
-        return minimum_detectable_effect(sd, n, alpha, power) < target
-
-    low, high = 1, 100_000  # the MDE falls with n, so bisect: enough(high), not enough(low)
-    if not enough(high):
-        raise ValueError(f"even 100,000 pairs leave the MDE above {target} at sd {sd}")
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if enough(mid) else (mid, high)
-    return high
-
-
-def _check_p_values(p_values: Sequence[float], alpha: float) -> list[float]:
-    """The p-values as floats, once each lies in [0, 1] and alpha in (0, 1): a NaN would make the
-    sort, and so the verdicts, depend on the order given."""
-    _check_fraction("alpha", alpha)
-    if not _is_list_like(p_values):
-        raise ValueError(f"p_values must be a sequence of numbers, got {p_values!r}")
-    bad = [f"p_values[{i}] = {p!r}" for i, p in enumerate(p_values) if not _is_probability(p)]
-    if bad:
-        raise ValueError(f"p-values must be numbers in [0, 1], got {', '.join(bad)}")
-    return [float(p) for p in p_values]
-
-
-def _is_probability(p: object) -> bool:
-    return _is_number(p) and 0 <= p <= 1
-
-
-def holm_thresholds(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
-    """The level Holm's step-down procedure holds each p-value to (in the order given): the k-th
-    smallest of m must lie below alpha / (m − k + 1) (Holm 1979).
-
-    Raises
-    ------
-    ValueError
-        A p-value that is not a number in [0, 1] (NaN included; each is named with its index), or
-        ``alpha`` not a number in (0, 1).
-    """
-    p_values = _check_p_values(p_values, alpha)
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    limits = [0.0] * len(p_values)
-    for rank, i in enumerate(order):
-        limits[i] = alpha / (len(p_values) - rank)
-    return limits
-
-
-def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
-    """Holm's step-down correction: which of the tests reject at family-wise level ``alpha``
-    (in the order given). Each p must lie below its :func:`holm_thresholds` level, and testing
-    stops at the first, in increasing order of p, that does not (Holm 1979).
-
-    Raises
-    ------
-    ValueError
-        As :func:`holm_thresholds`.
-    """
-    p_values = _check_p_values(p_values, alpha)
-    limits = holm_thresholds(p_values, alpha)
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    reject, holds = [False] * len(p_values), True
-    for i in order:
-        holds = holds and p_values[i] < limits[i]
-        reject[i] = holds
-    return reject
-
-
 def paired_contrast(
     act: str, symmetric: Sequence[float], gated: Sequence[float], alpha: float, power: float
 ) -> Contrast:
@@ -261,26 +155,9 @@ def paired_contrast(
         Lists of different lengths or shorter than 2, a value that is not a finite number (each is
         named with its index), or bad ``alpha``/``power`` (as :func:`minimum_detectable_effect`).
     """
-    if len(symmetric) != len(gated) or len(symmetric) < 2:
-        raise ValueError(
-            f"need paired lists of the same length >= 2, got {len(symmetric)} and {len(gated)}"
-        )
-    bad = [
-        f"{name}[{i}] = {x!r}"
-        for name, values in (("symmetric", symmetric), ("gated", gated))
-        for i, x in enumerate(values)
-        if not _is_number(x)
-    ]
-    if bad:
-        raise ValueError(f"paired values must be finite numbers, got {', '.join(bad)}")
-    d = torch.tensor(symmetric, dtype=torch.float64) - torch.tensor(gated, dtype=torch.float64)
-    n = len(d)
-    sd = float(d.std(unbiased=True))
-    mean = float(d.mean())
-    se = sd / math.sqrt(n)
-    t = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
-    p = float(2 * stats.t.sf(abs(t), n - 1)) if math.isfinite(t) else 0.0
-    return Contrast(act, mean, se, t, p, n, minimum_detectable_effect(sd, n, alpha, power))
+    d = paired_difference(symmetric, gated, names=("symmetric", "gated"))
+    mde = minimum_detectable_effect(d.sd, d.n, alpha, power)
+    return Contrast(act, d.mean, d.se, d.t, d.p, d.n, mde)
 
 
 def kinds(acts: Sequence[str], references: bool) -> dict[str, tuple[str, str | None]]:
@@ -292,7 +169,7 @@ def kinds(acts: Sequence[str], references: bool) -> dict[str, tuple[str, str | N
         ``acts`` not a sequence of σ names, empty, with an unknown σ or with one twice (each σ
         is one contrast).
     """
-    if not _is_list_like(acts):
+    if not is_list_like(acts):
         raise ValueError(f"acts must be a sequence of σ names such as ['silu'], got {acts!r}")
     if len(acts) == 0:
         raise ValueError(f"acts must name at least one σ of {list(CONTRASTS)}, got {acts!r}")
@@ -319,19 +196,6 @@ def _late_drop(curves: list[list[float]], eval_steps: list[int]) -> float:
     return sum(c[i] - c[-1] for c in curves) / len(curves)
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_list_like(values: object) -> bool:
-    """A sequence or an array, not a string (which would be read one character at a time)."""
-    return (
-        isinstance(values, Sized)
-        and isinstance(values, Iterable)
-        and not isinstance(values, str | bytes | Mapping)
-    )
-
-
 def _duplicates(values: Iterable) -> list:
     """The values that occur more than once, each named once, in order of first occurrence."""
     seen, repeated = set(), []
@@ -342,25 +206,10 @@ def _duplicates(values: Iterable) -> list:
     return repeated
 
 
-def _check_int(name: str, value: object, low: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
-def _check_fraction(name: str, value: object) -> None:
-    if not (_is_number(value) and 0 < value < 1):
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-
-
-def _check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
 def _check_seeds(name: str, seeds: Sequence[int]) -> None:
     """Seeds are ints >= 0 and distinct: a seed given twice is one pair counted twice, which
     shrinks the standard error (to 0 for all-equal seeds: t = inf, p = 0)."""
-    if not _is_list_like(seeds):
+    if not is_list_like(seeds):
         raise ValueError(f"{name} must be a sequence of ints, got {seeds!r}")
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"{name} must be ints >= 0, got {list(seeds)}")
@@ -399,7 +248,7 @@ def _check_recipe(
     if not isinstance(tokens, TokenData):
         raise TypeError(f"tokens must be a kvattn.data.TokenData, got {type(tokens).__name__}")
     for name, value in {**shape, "batch_size": batch_size}.items():
-        _check_int(name, value)
+        check_int(name, value, low=1)
     block = shape["block_size"]
     for split in ("train", "val"):
         if len(getattr(tokens, split)) <= block:  # a window is block_size + 1 ids
@@ -408,8 +257,8 @@ def _check_recipe(
                 f"{len(getattr(tokens, split))}"
             )
     _check_device(device)
-    _check_flag("progress", progress)
-    _check_int("workers", workers)
+    check_bool("progress", progress)
+    check_int("workers", workers, low=1)
 
 
 def _map(fn: Callable, jobs: list, workers: int) -> list:
@@ -521,14 +370,14 @@ def _contrast_design(
 ) -> tuple[dict[str, tuple[str, str | None]], dict[str, list[float]], Sequence[int]]:
     """The checked design of :func:`symmetry_contrast`: its kinds (:func:`kinds`), each kind's
     grid of rates, and the selection seeds it uses (none where no kind has a rate to choose)."""
-    _check_int("steps", steps)
+    check_int("steps", steps, low=1)
     if eval_every is not None and (
         isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1
     ):
         raise ValueError(f"eval_every must be None or an int >= 1, got {eval_every!r}")
-    _check_fraction("alpha", alpha)
-    _check_fraction("power", power)
-    _check_flag("references", references)
+    check_fraction("alpha", alpha)
+    check_fraction("power", power)
+    check_bool("references", references)
     _check_seeds("test_seeds", test_seeds)
     _check_seeds("select_seeds", select_seeds)
     if len(test_seeds) < 2:
@@ -541,12 +390,12 @@ def _contrast_design(
     else:
         grids = {name: lrs for name in spec}
     for name, grid in grids.items():
-        if not _is_list_like(grid):
+        if not is_list_like(grid):
             raise ValueError(
                 f"lrs must be a sequence of rates or map each kind to one, got {grid!r} for {name}"
             )
         for lr in grid:
-            if not (_is_number(lr) and lr > 0):
+            if not (is_real(lr) and lr > 0):
                 raise ValueError(
                     f"every rate of lrs must be a positive finite number, got {lr!r} for {name}"
                 )
@@ -808,9 +657,9 @@ def check_dose_design(betas: Sequence[float], seeds: Sequence[int]) -> None:
         ``betas`` not a sequence of positive finite numbers, a β twice or fewer than 2 β;
         ``seeds`` not a sequence of ints >= 0, a seed twice or fewer than 2 seeds.
     """
-    if not _is_list_like(betas):
+    if not is_list_like(betas):
         raise ValueError(f"betas must be a sequence of numbers, got {betas!r}")
-    if any(not (_is_number(b) and b > 0) for b in betas):
+    if any(not (is_real(b) and b > 0) for b in betas):
         raise ValueError(f"every β must be a positive number, got {list(betas)}")
     repeated = _duplicates(betas)
     if repeated:
@@ -869,8 +718,8 @@ def swish_beta_dose_response(
         dict(d_model=d_model, n_heads=n_heads, block_size=block_size),
         batch_size, device, progress, workers,
     )  # fmt: skip
-    _check_int("steps", steps)
-    if not (_is_number(lr) and lr > 0):
+    check_int("steps", steps, low=1)
+    if not (is_real(lr) and lr > 0):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     check_dose_design(betas, seeds)
     budget, shape, recipe = _setup(

@@ -30,6 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ._checks import check_positive_int
 from .activations import Activation, resolve
 
 Tensor = torch.Tensor
@@ -43,12 +44,6 @@ GATED_VARIANTS = {
     "geglu": "gelu",
     "swiglu": "silu",
 }
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def check_input(x: object, d_model: int) -> Tensor:
@@ -88,9 +83,9 @@ class SlotMLP(nn.Module):
 
     def __init__(self, d_model: int, n_slots: int, d_out: int | None, act: ActLike):
         super().__init__()
-        self.d_model = _positive_int("d_model", d_model)
-        self.n_slots = _positive_int("n_slots", n_slots)
-        self.d_out = self.d_model if d_out is None else _positive_int("d_out", d_out)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.n_slots = check_positive_int("n_slots", n_slots)
+        self.d_out = self.d_model if d_out is None else check_positive_int("d_out", d_out)
         self.act = resolve(act)
         self.W_v = nn.Parameter(torch.randn(self.n_slots, self.d_out) / math.sqrt(self.n_slots))
 
@@ -215,7 +210,7 @@ class _RankR(SlotMLP):
 
     def __init__(self, d_model: int, n_slots: int, rank: int, d_out: int | None, act: ActLike):
         super().__init__(d_model, n_slots, d_out, act)
-        self._rank = _positive_int("rank", rank)
+        self._rank = check_positive_int("rank", rank)
         # Each slot score sums r products; r^(-1/4) per factor keeps its variance at 1.
         scale = 1 / (math.sqrt(self.d_model) * self._rank**0.25)
         self.W_q = nn.Parameter(torch.randn(self.n_slots, self._rank, self.d_model) * scale)
@@ -322,12 +317,12 @@ def mlp_cost(
     """
     if form not in COST_FORMS:
         raise ValueError(f"unknown form {form!r}; expected one of {COST_FORMS}")
-    d = _positive_int("d_model", d_model)
-    m = _positive_int("n_slots", n_slots)
-    r = _positive_int("rank", rank)
+    d = check_positive_int("d_model", d_model)
+    m = check_positive_int("n_slots", n_slots)
+    r = check_positive_int("rank", rank)
     if r != 1 and form != "rank_r":
         raise ValueError(f"rank applies to the 'rank_r' form, not {form!r}")
-    d_out = d if d_out is None else _positive_int("d_out", d_out)
+    d_out = d if d_out is None else check_positive_int("d_out", d_out)
     if form == "key_value":
         macs = m * (d + d_out)
         return macs, 2 * macs
@@ -449,7 +444,7 @@ def score_cut(M: Tensor, rank: int) -> tuple[Tensor, Tensor]:
         raise ValueError(f"M must be a floating tensor of shape (..., d, d), got {M!r:.80}")
     if M.shape[-1] != M.shape[-2]:
         raise ValueError(f"M must hold square matrices (..., d, d), got shape {tuple(M.shape)}")
-    rank = _positive_int("rank", rank)
+    rank = check_positive_int("rank", rank)
     d = M.shape[-1]
     if rank > d:
         raise ValueError(f"rank must be at most d={d}, got {rank}")
@@ -479,7 +474,7 @@ def truncate_rank(
     ValueError
         ``rank`` not in 1..d_model, or ``cut`` not "score" or "matrix".
     """
-    rank = _positive_int("rank", rank)
+    rank = check_positive_int("rank", rank)
     if rank > layer.d_model:
         raise ValueError(f"rank must be at most d_model={layer.d_model}, got {rank}")
     if cut not in ("score", "matrix"):

@@ -52,6 +52,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import check_choice, check_positive_int
+
 Tensor = torch.Tensor
 
 #: ε added after iSwiGLU so that A_LM > 0 elementwise (reference ``epsilonAdj``).
@@ -161,7 +163,7 @@ class PLDRConfig:
             "num_denseA",
             "max_position_embeddings",
         ):
-            _positive(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if self.max_position_embeddings > MAX_POSITIONS:
             raise ValueError(
                 f"max_position_embeddings must be at most 2**20 = {MAX_POSITIONS}, got "
@@ -169,7 +171,7 @@ class PLDRConfig:
                 "bytes per position)"
             )
         if self.head_dim is not None:
-            _positive("head_dim", self.head_dim)
+            check_positive_int("head_dim", self.head_dim)
         else:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(
@@ -196,21 +198,13 @@ class PLDRConfig:
                 or not (math.isfinite(value) and value > 0)
             ):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
-        _positive("intermediate_size", self.intermediate_size)
-        _positive("A_dff", self.A_dff)
+        check_positive_int("intermediate_size", self.intermediate_size)
+        check_positive_int("A_dff", self.A_dff)
         if self.hidden_act != "silu":
             raise ValueError(f"hidden_act must be 'silu' (SwiGLU), got {self.hidden_act!r}")
-        if self.custom_G_type not in (None, "identity", "random", "external"):
-            raise ValueError(
-                "custom_G_type must be None, 'identity', 'random' or 'external', got "
-                f"{self.custom_G_type!r}"
-            )
-        if self.density not in ("block", "prefix"):
-            raise ValueError(f"density must be 'block' or 'prefix', got {self.density!r}")
-        if self.plga_init not in ("xavier_normal", "xavier_uniform"):
-            raise ValueError(
-                f"plga_init must be 'xavier_normal' or 'xavier_uniform', got {self.plga_init!r}"
-            )
+        check_choice("custom_G_type", self.custom_G_type, (None, "identity", "random", "external"))
+        check_choice("density", self.density, ("block", "prefix"))
+        check_choice("plga_init", self.plga_init, ("xavier_normal", "xavier_uniform"))
         for name in (
             "reference_rope",
             "attention_bias",
@@ -321,11 +315,6 @@ def reject_unknown_keys(where: str, given: object, known: set[str]) -> None:
     raise ValueError(
         f"unknown keys in {where}: {', '.join(hints)}; allowed keys are {sorted(known)}"
     )
-
-
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 #: The sizes of the published PLDR-LLM-v51-110M models (the other fields are PLDRConfig's defaults).

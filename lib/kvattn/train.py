@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
+from ._checks import check_choice, check_int, is_real
 from .data import (
     MIN_VOCAB_SIZE,
     RecallTask,
@@ -202,13 +203,13 @@ def train(
         checkpointed at or after that step.
     """
     bad_steps = isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
-    if bad_steps or not _is_number(lr) or lr <= 0:
+    if bad_steps or not is_real(lr) or lr <= 0:
         raise ValueError(f"need steps >= 1 and lr > 0, got steps={steps!r}, lr={lr!r}")
-    _check_int("log_every", log_every, low=1)
-    _check_int("warmup", warmup, low=0)
+    check_int("log_every", log_every, low=1)
+    check_int("warmup", warmup, low=0)
     for name, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
         if value is not None:
-            _check_int(name, value, low=1)
+            check_int(name, value, low=1)
     _check_optimiser(
         lr=lr,
         min_lr_ratio=min_lr_ratio,
@@ -219,9 +220,8 @@ def train(
         clip_norm=grad_clip,
         clip_norm_name="grad_clip",
     )
-    if schedule not in ("constant", "cosine"):
-        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-    _check_int("start_step", start_step, low=0)
+    check_choice("schedule", schedule, ("constant", "cosine"))
+    check_int("start_step", start_step, low=0)
     if start_step > steps:
         raise ValueError(f"start_step must lie in [0, {steps}], got {start_step}")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -482,9 +482,9 @@ def train_lm_seeds(
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     for seed in seeds:
-        _check_int("every seed", seed, low=0)
-    _check_int("batch_size", batch_size, low=1)
-    _check_int("eval_every", eval_every, low=1)
+        check_int("every seed", seed, low=0)
+    check_int("batch_size", batch_size, low=1)
+    check_int("eval_every", eval_every, low=1)
     runs: list[list[float]] = []
     eval_steps: list[int] = []
     measured: list[float] = []
@@ -628,12 +628,11 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         from .pldr import PLDRConfig
 
-        if self.architecture not in ("pldrllm", "gpt"):
-            raise ValueError(f"architecture must be 'pldrllm' or 'gpt', got {self.architecture!r}")
+        check_choice("architecture", self.architecture, ("pldrllm", "gpt"))
         for name in ("corpus", "out_dir", "device"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
-        _check_int("vocab_size", self.vocab_size, low=MIN_VOCAB_SIZE)
+        check_int("vocab_size", self.vocab_size, low=MIN_VOCAB_SIZE)
         for name in (
             "block_size",
             "batch_size",
@@ -643,20 +642,20 @@ class PretrainConfig:
             "checkpoint_every",
             "log_every",
         ):
-            _check_int(name, getattr(self, name), low=1)
-        _check_int("val_every", self.val_every, low=2)
-        _check_int("warmup", self.warmup, low=0)
-        _check_int("seed", self.seed, low=0)
+            check_int(name, getattr(self, name), low=1)
+        check_int("val_every", self.val_every, low=2)
+        check_int("warmup", self.warmup, low=0)
+        check_int("seed", self.seed, low=0)
         if self.corpus_chars is not None:
-            _check_int("corpus_chars", self.corpus_chars, low=1)
+            check_int("corpus_chars", self.corpus_chars, low=1)
         if self.probe_every is not None:
-            _check_int("probe_every", self.probe_every, low=1)
+            check_int("probe_every", self.probe_every, low=1)
             if self.architecture != "pldrllm":
                 raise ValueError(
                     f"probe_every needs architecture 'pldrllm': a {self.architecture!r} model has "
                     "no G_LM to measure; set probe_every to null"
                 )
-        _check_int("probe_blocks", self.probe_blocks, low=2)
+        check_int("probe_blocks", self.probe_blocks, low=2)
         for name in ("overwrite", "bf16", "compile", "fused_adamw"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -672,7 +671,7 @@ class PretrainConfig:
         if (
             not isinstance(self.dag, list | tuple)
             or len(self.dag) != 3
-            or not all(_is_number(c) and c >= 0 for c in self.dag)
+            or not all(is_real(c) and c >= 0 for c in self.dag)
         ):
             raise ValueError(f"dag must be three non-negative coefficients, got {self.dag!r}")
         if self.device != "auto":
@@ -750,15 +749,6 @@ RESUMABLE_CHANGES = frozenset(
 )
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_int(name: str, value: object, *, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
 def _check_optimiser(
     *,
     lr: object,
@@ -773,22 +763,22 @@ def _check_optimiser(
     """The optimiser settings :func:`train` and :class:`PretrainConfig` share, checked before any
     work: a negative clip or ratio would not fail, it would blow the loss up, and a rate of
     :data:`MAX_LR` or more would overflow inside AdamW."""
-    if not _is_number(lr) or not 0 < lr < MAX_LR:
+    if not is_real(lr) or not 0 < lr < MAX_LR:
         raise ValueError(f"lr must be a positive finite number below {MAX_LR:g}, got {lr!r}")
-    if not _is_number(min_lr_ratio) or not 0 <= min_lr_ratio <= 1:
+    if not is_real(min_lr_ratio) or not 0 <= min_lr_ratio <= 1:
         raise ValueError(f"min_lr_ratio must be a number in [0, 1], got {min_lr_ratio!r}")
     if (
         not isinstance(betas, list | tuple)
         or len(betas) != 2
-        or not all(_is_number(b) and 0 <= b < 1 for b in betas)
+        or not all(is_real(b) and 0 <= b < 1 for b in betas)
     ):
         raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
-    if not _is_number(eps) or eps <= 0:
+    if not is_real(eps) or eps <= 0:
         raise ValueError(f"eps must be a positive finite number, got {eps!r}")
-    if not _is_number(weight_decay) or weight_decay < 0:
+    if not is_real(weight_decay) or weight_decay < 0:
         raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
     for name, value in (("clip_value", clip_value), (clip_norm_name, clip_norm)):
-        if value is not None and (not _is_number(value) or value <= 0):
+        if value is not None and (not is_real(value) or value <= 0):
             raise ValueError(f"{name} must be null (off) or a positive number, got {value!r}")
 
 
@@ -1375,52 +1365,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.out_dir / 'checkpoint'}"
         )
     return 0
-
-
-@dataclass(frozen=True)
-class PairedDifference:
-    """Paired comparison of two configurations over the same seeds: mean of a − b, its standard
-    error, Student's t and the two-sided p-value with n − 1 degrees of freedom."""
-
-    mean: float
-    se: float
-    t: float
-    p: float
-    n: int
-
-
-def _student_t_two_sided_p(t: float, dof: int) -> float:
-    """P(|T| ≥ |t|) for Student's t with ``dof`` degrees of freedom (Simpson on the density)."""
-    if not math.isfinite(t):
-        return 0.0
-    log_c = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
-    n = 4000  # even
-    h = abs(t) / n
-    total = 0.0
-    for i in range(n + 1):
-        x = i * h
-        w = 1 if i in (0, n) else (4 if i % 2 else 2)
-        total += w * math.exp(log_c - (dof + 1) / 2 * math.log1p(x * x / dof))
-    return max(0.0, 1.0 - 2.0 * total * h / 3)
-
-
-def paired_difference(a: list[float], b: list[float]) -> PairedDifference:
-    """Compare per-seed results ``a`` and ``b`` (same seeds, same order) with a paired t-test.
-
-    Raises
-    ------
-    ValueError
-        Lists of different lengths or fewer than 2 pairs.
-    """
-    if len(a) != len(b) or len(a) < 2:
-        raise ValueError(f"need two lists of the same length >= 2, got {len(a)} and {len(b)}")
-    d = [x - y for x, y in zip(a, b, strict=True)]
-    n = len(d)
-    mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-    se = sd / math.sqrt(n)
-    t = mean / se if se > 0 else math.copysign(math.inf, mean) if mean else 0.0
-    return PairedDifference(mean, se, t, _student_t_two_sided_p(t, n - 1), n)
 
 
 if __name__ == "__main__":

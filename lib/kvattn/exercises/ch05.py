@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import experiments, train
+from .. import stats
 from ..mlp import matched_slots as _matched_slots
 from ..mlp import mlp_cost
 from ._checker import Case, Exercise, Mistake, randn, register
@@ -136,7 +136,7 @@ register(
         "Student's t for a paired comparison of per-seed results a and b (lists of floats, "
         "same "
         "seeds): the mean of a − b over its standard error (sample sd with n − 1, over √n).",
-        lambda a, b: train.paired_difference(a, b).t,
+        lambda a, b: stats.paired_difference(a, b).t,
         _paired_t_cases,
         (
             Mistake(
@@ -172,7 +172,7 @@ register(
         "pairs detects with probability 0.8, when the paired differences have standard "
         "deviation sd (same units as sd). Use Student-t quantiles with n − 1 degrees of freedom "
         "(scipy.stats.t.ppf).",
-        lambda sd, n: experiments.minimum_detectable_effect(sd, n),
+        lambda sd, n: stats.minimum_detectable_effect(sd, n),
         _mde_cases,
         (
             Mistake(

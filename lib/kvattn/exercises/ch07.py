@@ -10,8 +10,7 @@ import torch.nn.functional as F
 
 from .. import diagnostics, pldr
 from ..checkpoint import load_pretrained
-from ..data import shipped
-from ..generate import load_tokenizer
+from ..data import load_tokenizer, shipped
 from ._checker import Case, Exercise, Mistake, causal_mask, randn, register
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import diagnostics, train
+from .. import diagnostics, stats, train
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
@@ -40,13 +40,6 @@ def _spearman_cases(gen):
         Case("monotone but not linear", (x, x.exp())),
         Case("reversed", (x, -(x**3))),
     ]
-
-
-def _spearman(x, y):
-    rx = x.argsort().argsort().to(torch.float64)
-    ry = y.argsort().argsort().to(torch.float64)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    return float((rx * ry).sum() / (rx.norm() * ry.norm()))
 
 
 def _pearson(x, y):
@@ -102,7 +95,7 @@ register(
         "Spearman's rank correlation of two 1-D tensors without ties: the Pearson correlation "
         "of "
         "their ranks (e.g. order parameter against loss across a sweep).",
-        _spearman,
+        stats.spearman,
         _spearman_cases,
         (Mistake("the Pearson correlation of the values; rank them first.", _pearson),),
     ),

@@ -1,0 +1,114 @@
+"""The argument checks the package shares: an int at or above a bound, a finite real number, one
+of a few choices, a bool.
+
+Each refuses ``bool`` where a number is wanted (``True`` is an ``int`` to Python, and a flag
+passed as a count is always a mistake) and coerces nothing. The message names the argument,
+what was expected and what was given. Two wordings exist because tests pin them: a one-line
+``ValueError`` (``"steps must be an int >= 1, got 0"``), used by default, and a ``TypeError``
+for the wrong type then a ``ValueError`` for the wrong value (``typed=True``), which the
+benchmark's options use.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence, Sized
+
+
+def is_int(value: object) -> bool:
+    """Whether ``value`` is an ``int`` and not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a finite real number (an ``int``, ``float`` or NumPy scalar), not a
+    ``bool``."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_int(name: str, value: object, *, low: int, typed: bool = False) -> None:
+    """``value`` is an int ≥ ``low``.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not an int (a bool included) or is below ``low``; with ``typed``, only when
+        it is below ``low``.
+    TypeError
+        With ``typed``: ``value`` is not an int (a bool included).
+    """
+    if typed:
+        if not is_int(value):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value}")
+    elif not is_int(value) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """``value`` is an int ≥ 1 (the wording of the model configs: "a positive int"); returns it.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not an int (a bool included) or is below 1.
+    """
+    if not is_int(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: Sequence[object]) -> None:
+    """``value`` is one of ``choices`` (compared with ``==``), named in the message as
+    ``'a', 'b' or 'c'``.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not one of ``choices``.
+    """
+    if value not in choices:
+        names = [repr(c) for c in choices]
+        allowed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def check_bool(name: str, value: object, *, typed: bool = False) -> None:
+    """``value`` is ``True`` or ``False`` (not 0 or 1, not a string).
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not a bool.
+    TypeError
+        With ``typed``: ``value`` is not a bool.
+    """
+    if isinstance(value, bool):
+        return
+    if typed:
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def is_list_like(values: object) -> bool:
+    """Whether ``values`` is a sequence or an array, not a string (which would be read one
+    character at a time) nor a mapping."""
+    return (
+        isinstance(values, Sized)
+        and isinstance(values, Iterable)
+        and not isinstance(values, str | bytes | Mapping)
+    )
+
+
+def check_fraction(name: str, value: object) -> None:
+    """``value`` is a real number strictly between 0 and 1 (a level, a power).
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not a finite real number in (0, 1).
+    """
+    if not (is_real(value) and 0 < value < 1):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")

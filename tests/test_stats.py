@@ -1,0 +1,81 @@
+"""kvattn.stats against scipy's own tests and textbook values."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+from kvattn import stats
+
+
+def test_paired_difference_matches_scipy_and_the_textbook():
+    """The paired t-test agrees with scipy.stats.ttest_rel, and its p-value is 0.05 at the
+    textbook critical value."""
+    a, b = [1.0, 2.0, 3.0, 4.0], [0.5, 1.0, 2.5, 3.0]  # differences .5 1 .5 1
+    d = stats.paired_difference(a, b)
+    ref = scipy.stats.ttest_rel(a, b)
+    assert d.mean == pytest.approx(0.75)
+    assert d.sd == pytest.approx(0.28867513)
+    assert d.se == pytest.approx(0.28867513 / 2)
+    assert d.t == pytest.approx(ref.statistic, rel=1e-12)
+    assert d.p == pytest.approx(ref.pvalue, rel=1e-10)
+    assert d.n == 4 and 0 < d.p < 0.05
+    edge = stats.paired_difference([1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 0.0])
+    assert edge.p == pytest.approx(scipy.stats.ttest_1samp([1, 2, 3, 4], 0).pvalue, rel=1e-10)
+
+
+def test_paired_difference_with_equal_differences():
+    """se = 0: t is ±inf with p = 0 for a non-zero mean, and 0 with p = 1 for none."""
+    same = stats.paired_difference([2.0, 3.0], [1.0, 2.0])
+    assert same.t == math.inf and same.p == 0.0
+    none = stats.paired_difference([2.0, 3.0], [2.0, 3.0])
+    assert none.t == 0.0 and none.p == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "message"),
+    [
+        ([1.0], [2.0], "same length >= 2, got 1 and 1"),
+        ([1.0, 2.0], [1.0], "same length >= 2, got 2 and 1"),
+        ([1.0, float("nan")], [1.0, 2.0], r"a\[1\] = nan"),
+        ([1.0, 2.0], [True, 2.0], r"b\[0\] = True"),
+    ],
+)
+def test_paired_difference_refuses_bad_input(a, b, message):
+    with pytest.raises(ValueError, match=message):
+        stats.paired_difference(a, b)
+
+
+def test_t_interval_and_equivalence_match_scipy():
+    d = np.array([0.01, -0.02, 0.015, 0.005, -0.01])
+    mean, se, n = d.mean(), d.std(ddof=1) / math.sqrt(5), 5
+    low, high = stats.t_interval(mean, se, n, 0.9)
+    ref = scipy.stats.t.interval(0.9, n - 1, loc=mean, scale=se)
+    assert (low, high) == pytest.approx(ref, rel=1e-12)
+    above = scipy.stats.ttest_1samp(d, -0.05, alternative="greater").pvalue
+    below = scipy.stats.ttest_1samp(d, 0.05, alternative="less").pvalue
+    assert stats.equivalence_p(mean, se, n, 0.05) == pytest.approx(max(above, below), rel=1e-9)
+    assert stats.equivalence_p(0.01, 0.0, 5, 0.05) == 0.0
+    assert stats.equivalence_p(0.06, 0.0, 5, 0.05) == 1.0
+    with pytest.raises(ValueError, match="level must lie in"):
+        stats.t_interval(0.0, 1.0, 5, 1.0)
+    with pytest.raises(ValueError, match="margin must be a positive finite"):
+        stats.equivalence_p(0.0, 1.0, 5, -0.1)
+
+
+def test_spearman_gives_ties_their_mid_rank():
+    x = torch.tensor([0.3, -1.2, 2.0, 0.7], dtype=torch.float64)
+    assert stats.spearman(x, x.exp()) == pytest.approx(1.0)
+    assert stats.spearman(x, -(x**3)) == pytest.approx(-1.0)
+    # ranks with ties: a = (1, 2.5, 2.5, 4), b = (1, 2, 3, 4): Pearson r of the ranks
+    ra, rb = np.array([1, 2.5, 2.5, 4]), np.array([1, 2, 3, 4])
+    expected = np.corrcoef(ra, rb)[0, 1]
+    assert stats.spearman([1.0, 2.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(expected)
+    # the ordinal ranks that ignore ties would give 1 here
+    assert expected < 0.95
+    with pytest.raises(ValueError, match="same length >= 2"):
+        stats.spearman([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="a must be a 1-D sequence of finite numbers"):
+        stats.spearman([1.0, float("inf")], [1.0, 2.0])
