@@ -11,7 +11,7 @@ import torch
 
 from kvattn import benchmark, figures
 from kvattn.benchmark import Ratio, flagged, interleaved
-from kvattn.pldr import PLDRConfig
+from kvattn.config import PLDRConfig
 
 CPU = torch.device("cpu")
 

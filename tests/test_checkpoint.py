@@ -29,7 +29,8 @@ from kvattn.checkpoint import (
     staging_directory,
     to_published,
 )
-from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
+from kvattn.config import PLDRConfig
+from kvattn.pldr import GPT, PLDRLLM
 
 F64 = torch.float64
 #: The config.json key that marks a kvattn GPT written as an identity-G PLDR-LLM.
@@ -821,7 +822,7 @@ def test_config_key_one_edit_from_a_field_warns_on_loading(saved):
     """Regression: "rope_thet" in config.json used to load silently with the default rope_theta
     (and was written back by save_pretrained). The checkpoint still loads (published configs
     carry keys kvattn does not use), with a warning that names the key and the field."""
-    from kvattn.pldr import ConfigKeyWarning
+    from kvattn.config import ConfigKeyWarning
 
     model, directory = saved
     edit_config(directory, rope_thet=500000.0)

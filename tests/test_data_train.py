@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from kvattn import train
+from kvattn import losses, train
 from kvattn.data import (
     SPECIAL_TOKENS,
     TokenData,
@@ -397,7 +397,8 @@ def _five_adamw_steps(make) -> tuple[list[torch.Tensor], list[torch.Tensor], tor
     tensors) after five AdamW steps from ``make(params)`` with weight decay, a warm-up and
     gradient clipping, and the optimiser."""
     from kvattn.benchmark import CONFIGS
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     torch.manual_seed(0)
     model = PLDRLLM(PLDRConfig(**{**CONFIGS["tiny"], "num_hidden_layers": 1}))
@@ -407,7 +408,7 @@ def _five_adamw_steps(make) -> tuple[list[torch.Tensor], list[torch.Tensor], tor
     for step in range(5):
         for group in opt.param_groups:
             group["lr"] = ADAMW_HYPER["lr"] * (step + 1) / 5
-        loss = train.lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])
+        loss = losses.lm_cross_entropy(model(ids[:, :-1]).logits, ids[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 0.5)
@@ -627,7 +628,7 @@ def test_default_autocast_is_bf16_only_on_cuda_devices_that_support_it(monkeypat
 def test_lm_cross_entropy_takes_int32_targets():
     """The models take int32 ids (generation_mode_loss documents it); the loss used to fail on
     them with "expected target dtype to be Long"."""
-    from kvattn.train import lm_cross_entropy
+    from kvattn.losses import lm_cross_entropy
 
     logits = torch.randn(2, 5, 11, generator=torch.Generator().manual_seed(0))
     targets = torch.tensor([[1, 2, 0, 4, 5], [6, 7, 8, 0, 10]])

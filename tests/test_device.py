@@ -38,6 +38,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kvattn import diagnostics as D
+from kvattn import losses
 
 ROOT = Path(__file__).resolve().parents[1]
 _MARK = "_kvattn_on_simulated_device"
@@ -239,7 +240,8 @@ def test_the_guard_catches_the_original_rope_rotation_and_head_form(simulated):
 
 
 def _gpt():
-    from kvattn.pldr import GPT, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import GPT
 
     cfg = PLDRConfig(
         vocab_size=60,
@@ -252,7 +254,8 @@ def _gpt():
 
 
 def _pldr():
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     cfg = PLDRConfig(
         vocab_size=60,
@@ -285,7 +288,7 @@ def test_diagnostics_take_device_tensors_and_return_cpu_float64(simulated, kind)
         t = outputs[0][0]
         assert on_device(t.A_LM)
         for M in (t.A_LM, t.A_P, t.G_LM):
-            loss = D.dag_loss(M)  # the training loss stays on the device
+            loss = losses.dag_loss(M)  # the training loss stays on the device
             assert on_device(loss) and loss.shape == (1, 2)
             assert _is_cpu64(D.notears_h(M))
         assert D.order_parameter(outputs[0][1].G_LM, outputs[1][1].G_LM) > 0
@@ -418,6 +421,8 @@ def test_chapter_runs_with_the_model_on_the_device(simulated, monkeypatch, chapt
     monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: None)
     monkeypatch.setattr(widgets, "display", lambda obj: None)
     monkeypatch.setattr(torch, "Generator", _CpuGenerator)
+    # code that checks the device exists before any work (the benchmark) must see the simulated one
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     monkeypatch.chdir(ROOT / "notebooks")
     namespace = {"ENV": kvattn.setup(seed=0, device=kind), "kvattn": kvattn, **_OFFLINE}
     hang_limit = 600  # generous; a hang, not a duration, is what this catches

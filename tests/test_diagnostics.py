@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kvattn import diagnostics as D
+from kvattn import losses
 
 
 def _rot(angle: float) -> torch.Tensor:
@@ -30,7 +31,7 @@ def test_dag_loss_is_zero_for_a_dag():
     and both the reference loss and NOTEARS h vanish."""
     torch.manual_seed(0)
     M = torch.randn(3, 6, 6, dtype=torch.float64).triu(1)
-    assert torch.allclose(D.dag_loss(M), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(losses.dag_loss(M), torch.zeros(3, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(D.notears_h(M), torch.zeros(3, dtype=torch.float64), atol=1e-10)
 
 
@@ -41,11 +42,11 @@ def test_dag_loss_floor_for_entries_bounded_away_from_zero():
     for eps in (1e-3, 0.1, 0.5, 1.0):
         signs = torch.randint(0, 2, (50, 6, 6), generator=gen).double() * 2 - 1
         M = signs * (eps + torch.rand(50, 6, 6, generator=gen, dtype=torch.float64))
-        assert bool((D.dag_loss(M) >= math.log1p(eps**2)).all())
+        assert bool((losses.dag_loss(M) >= math.log1p(eps**2)).all())
         edge = eps * signs  # every entry exactly ±ε: the loss is log(tr e^{ε²𝟙𝟙ᵀ}/d)
         expected = math.log((6 - 1 + math.exp(6 * eps**2)) / 6)
         torch.testing.assert_close(
-            D.dag_loss(edge), torch.full((50,), expected, dtype=torch.float64)
+            losses.dag_loss(edge), torch.full((50,), expected, dtype=torch.float64)
         )
         assert expected >= math.log1p(eps**2)
 
@@ -54,9 +55,9 @@ def test_log_trace_matches_direct_computation_where_it_does_not_overflow():
     torch.manual_seed(1)
     M = torch.randn(4, 8, 8, dtype=torch.float64)
     direct = torch.log(torch.linalg.matrix_exp(M * M).diagonal(dim1=-2, dim2=-1).sum(-1))
-    assert torch.allclose(D.log_trace_expm_squared(M), direct, rtol=1e-10)
+    assert torch.allclose(losses.log_trace_expm_squared(M), direct, rtol=1e-10)
     h = D.notears_h(M)
-    assert torch.allclose(D.dag_loss(M), torch.log1p(h / 8).abs(), rtol=1e-10)
+    assert torch.allclose(losses.dag_loss(M), torch.log1p(h / 8).abs(), rtol=1e-10)
 
 
 def test_dag_loss_does_not_overflow_float32_and_has_finite_gradients():
@@ -64,7 +65,7 @@ def test_dag_loss_does_not_overflow_float32_and_has_finite_gradients():
     shifted computation stays finite: log tr = ρ(M∘M) + log(multiplicity) for a constant matrix."""
     d = 64
     M = torch.full((2, d, d), 8.0, requires_grad=True)
-    loss = D.dag_loss(M)
+    loss = losses.dag_loss(M)
     # M∘M = 64·𝟙𝟙ᵀ has eigenvalues 64d (once) and 0 (d−1 times): tr e = e^{64d} + d − 1
     expected = 64 * d + math.log1p((d - 1) * math.exp(-64 * d)) - math.log(d)
     assert torch.allclose(loss, torch.full((2,), expected), rtol=1e-5)
@@ -76,7 +77,7 @@ def test_dag_loss_does_not_overflow_float32_and_has_finite_gradients():
 def test_dag_loss_gradient_matches_finite_differences():
     torch.manual_seed(2)
     M = (0.5 * torch.randn(5, 5, dtype=torch.float64)).requires_grad_()
-    assert torch.autograd.gradcheck(lambda m: D.dag_loss(m), (M,))
+    assert torch.autograd.gradcheck(lambda m: losses.dag_loss(m), (M,))
 
 
 # --- order parameters ------------------------------------------------------------------------
@@ -219,7 +220,8 @@ def test_relative_position_scores_for_commuting_g():
 
 
 def _gpt(**kw):
-    from kvattn.pldr import GPT, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import GPT
 
     cfg = PLDRConfig(
         vocab_size=60,
@@ -279,7 +281,8 @@ def test_swapping_query_and_key_transposes_the_forms_and_keeps_self_scores():
 
 
 def test_head_bilinear_form_refuses_plga_layers():
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     model = PLDRLLM(
         PLDRConfig(
@@ -298,7 +301,8 @@ def test_head_bilinear_form_refuses_plga_layers():
 def test_deductive_profile_of_a_constant_g_model_has_no_spread():
     """A constant-G model's G_LM is the same for every prompt: zero spread and order parameter;
     a PLGA model's is not."""
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     cfg = dict(
         vocab_size=60,
@@ -319,7 +323,7 @@ def test_deductive_profile_of_a_constant_g_model_has_no_spread():
     assert profile.order_rms["G_LM"] > 1e-6 and profile.relative_spread("G_LM") > 0
     with pytest.raises(ValueError, match="at least two prompts"):
         D.deductive_profile(D.deductive_tensors(plga, prompts[:1]), 0, 0)
-    from kvattn.pldr import constant_g_from
+    from kvattn.ablations import constant_g_from
 
     with torch.no_grad():
         G = [o.G_LM[0] for o in plga(prompts[0], output_pldr_attentions=True).pldr_attentions]
@@ -336,7 +340,8 @@ def test_deductive_profile_of_a_constant_g_model_has_no_spread():
 
 def test_layer_queries_and_twirl_match_the_density():
     """The queries read by hook give the model's own density; twirl(S = all) is A0 / S."""
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     torch.manual_seed(3)
     model = PLDRLLM(
@@ -441,16 +446,16 @@ def test_dag_losses_define_zero_and_refuse_non_finite_or_overflowing_input():
     """ℓ(0) = h(0) = 0 (0 is a DAG); NaN, inf and entries whose square overflows raise instead
     of returning NaN."""
     zero = torch.zeros(2, 5, 5)
-    assert torch.equal(D.dag_loss(zero), torch.zeros(2))
+    assert torch.equal(losses.dag_loss(zero), torch.zeros(2))
     torch.testing.assert_close(D.notears_h(zero), torch.zeros(2, dtype=torch.float64))
     for bad in (float("nan"), float("inf"), 1e200):
         M = torch.zeros(4, 4, dtype=torch.float64)
         M[0, 1] = bad
-        for f in (D.dag_loss, D.notears_h, D.log_trace_expm_squared):
+        for f in (losses.dag_loss, D.notears_h, losses.log_trace_expm_squared):
             with pytest.raises(ValueError, match="M∘M has 1 non-finite"):
                 f(M)
     with pytest.raises(ValueError, match=r"\(\.\.\., d, d\)"):
-        D.dag_loss(torch.ones(3, 4))
+        losses.dag_loss(torch.ones(3, 4))
 
 
 def test_commutant_residual_and_asymmetry_of_zero_are_zero():
@@ -506,7 +511,8 @@ def test_layer_head_and_distance_indices_are_checked():
 
 
 def _gpt_as_plga():
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     torch.manual_seed(2)
     return PLDRLLM(
@@ -586,7 +592,7 @@ def tiny_pldr():
 @pytest.fixture(scope="module")
 def constant_pldr(tiny_pldr):
     """pldr_tiny's weights with one random G per layer: a constant-G model."""
-    from kvattn.pldr import constant_g_from
+    from kvattn.ablations import constant_g_from
 
     gen = torch.Generator().manual_seed(0)
     cfg = tiny_pldr.config
@@ -656,7 +662,8 @@ def test_attention_input_is_what_each_layer_reads_and_leaves_the_forward_unchang
 
 
 def _tiny_pldr(seed: int = 0, **kw):
-    from kvattn.pldr import PLDRLLM, PLDRConfig
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import PLDRLLM
 
     torch.manual_seed(seed)
     cfg = dict(
@@ -708,7 +715,7 @@ def test_collapse_measures_are_positive_at_initialisation(density):
 def test_collapse_measures_are_exactly_zero_for_a_constant_g_model():
     """A constant-G model has one G_LM for every input: order parameters, spread and the loss
     change of substituting a donor's G_LM are exactly 0; it has no A (nan, None in the record)."""
-    from kvattn.pldr import constant_g_from
+    from kvattn.ablations import constant_g_from
 
     model = _tiny_pldr()
     probes, eval_ids = _probe_inputs()
@@ -791,7 +798,7 @@ def test_row_map_gain_is_zero_for_a_flat_row_map_and_one_for_a_passive_unit():
 
 
 def test_row_map_gain_refuses_models_without_a_metric_learner_and_bad_probes():
-    from kvattn.pldr import constant_g_from
+    from kvattn.ablations import constant_g_from
 
     model = _tiny_pldr()
     probes, _ = _probe_inputs()
@@ -829,7 +836,7 @@ class _NoForward:
 def _causal_models():
     """A prefix-density PLGA model and a constant-G model: the causal PLDRLLMs, whose own loss
     is a full pass (no generation-mode check on the targets)."""
-    from kvattn.pldr import constant_g_from
+    from kvattn.ablations import constant_g_from
 
     model = _tiny_pldr()
     G = [torch.randn(2, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(2)]
@@ -974,7 +981,7 @@ def test_commutant_projection_refuses_integer_and_non_tensor_input():
 
 def test_dag_losses_refuse_integer_and_non_tensor_input():
     """An integer M failed in torch.finfo inside the Perron bound; a list failed on .ndim."""
-    for f in (D.dag_loss, D.log_trace_expm_squared):
+    for f in (losses.dag_loss, losses.log_trace_expm_squared):
         with pytest.raises(TypeError, match=r"M must be a floating-point tensor, got torch.int64"):
             f(torch.ones(3, 3, dtype=torch.int64))
         with pytest.raises(TypeError, match=r"M must be a floating-point tensor, got list"):

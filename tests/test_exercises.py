@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import diagnostics, exercises, mlp, pldr, symmetry
+from kvattn import config, diagnostics, exercises, mlp, pldr, symmetry
 from kvattn.exercises import EXERCISES, ExerciseFailed, check
 
 MISTAKES = [(name, i) for name, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
@@ -402,7 +402,7 @@ def test_attention_from_form_gives_the_weights_of_sdpa():
 
 
 def _tiny_gpt_attention():
-    cfg = pldr.PLDRConfig(
+    cfg = config.PLDRConfig(
         vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
     )
     torch.manual_seed(0)
@@ -445,7 +445,7 @@ def test_absorbed_keys_give_the_same_layer():
 
 
 def test_rope_reference_matches_the_model():
-    cfg = pldr.PLDRConfig(
+    cfg = config.PLDRConfig(
         vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
     )
     rope = pldr.RotaryEmbedding(cfg.d_k, 32, 10_000.0, interleaved=True)
@@ -529,7 +529,7 @@ def test_iswiglu_slope_is_the_autograd_derivative():
 
 
 def test_recover_P_reads_the_exponents_of_a_plga_layer():
-    cfg = pldr.PLDRConfig(
+    cfg = config.PLDRConfig(
         vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
     )
     torch.manual_seed(1)

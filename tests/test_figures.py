@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from kvattn import figures, widgets
+from kvattn.config import PLDRConfig
 from kvattn.diagnostics import HeadProfile
-from kvattn.pldr import PLDRConfig
 from kvattn.symmetry import SymmetryProfile
 from kvattn.train import History, SeedRuns
 

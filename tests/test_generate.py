@@ -9,6 +9,7 @@ import shutil
 import pytest
 import torch
 
+import kvattn
 import kvattn.generate as generate_module
 from kvattn.checkpoint import load_pretrained
 from kvattn.data import check_tokenizer, load_text, load_tokenizer, shipped, train_tokenizer
@@ -115,7 +116,7 @@ def test_command_line_fails_on_nan_weights(tmp_path, capsys):
     model = load_pretrained(CHECKPOINT)
     with torch.no_grad():
         model.decoder.dec_layers[0].ffn.gluw1.weight[0, 0] = float("nan")
-    model.save_pretrained(tmp_path)
+    kvattn.save_pretrained(model, tmp_path)
     shutil.copy(CHECKPOINT / "tokenizer.model", tmp_path / "tokenizer.model")
     with pytest.raises(SystemExit) as exit_info:
         main(["--checkpoint", str(tmp_path), "--prompt", "The assert"])

@@ -13,19 +13,9 @@ import torch
 import torch.nn.functional as F
 
 import kvattn.pldr as pldr
-from kvattn.pldr import (
-    CACHE_MODES,
-    EPSILON_A,
-    GPT,
-    PLDRLLM,
-    PLDRConfig,
-    PowerLawGraph,
-    RotaryEmbedding,
-    constant_g_from,
-    generation_mode_loss,
-    iswiglu,
-    published_110m_config,
-)
+from kvattn.ablations import constant_g_from, generation_mode_loss
+from kvattn.config import CACHE_MODES, EPSILON_A, PLDRConfig, published_110m_config
+from kvattn.pldr import GPT, PLDRLLM, PowerLawGraph, RotaryEmbedding, iswiglu
 
 F64 = torch.float64
 V = 128  # vocabulary of the tiny models
@@ -209,7 +199,7 @@ def test_config_key_close_to_a_field_warns(key, field):
     """Regression: a config.json key one edit away from a field loaded silently with the field's
     default (and was written back). It still loads (published configs carry extra keys) but
     warns, naming the key and the field it probably means."""
-    from kvattn.pldr import ConfigKeyWarning
+    from kvattn.config import ConfigKeyWarning
 
     assert issubclass(ConfigKeyWarning, UserWarning)
     with pytest.warns(ConfigKeyWarning, match=rf"{key!r} .*{field!r}"):
@@ -1400,8 +1390,8 @@ def test_cuda_kv_cache_matches_cpu_tokens():
 
 def test_generation_mode_logits_give_the_generation_mode_loss():
     """The logits behind generation_mode_loss: row t is the last row of a pass over the prefix."""
-    from kvattn.pldr import generation_mode_logits, generation_mode_loss
-    from kvattn.train import lm_cross_entropy
+    from kvattn.ablations import generation_mode_logits, generation_mode_loss
+    from kvattn.losses import lm_cross_entropy
 
     model = make(num_hidden_layers=2)
     ids = rand_ids(2, 9)

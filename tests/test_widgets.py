@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from kvattn import widgets
-from kvattn.pldr import GPT, PLDRLLM, PLDRConfig
+from kvattn.config import PLDRConfig
+from kvattn.pldr import GPT, PLDRLLM
 
 CONFIG = PLDRConfig(
     vocab_size=16,

@@ -22,6 +22,7 @@ Modules, in the order data flows through them:
 
 from .activations import Activation, resolve
 from .checkpoint import load_pretrained, save_pretrained
+from .config import PLDRConfig
 from .env import fast_mode, pick, setup
 from .mlp import (
     FullBilinearAttentionMLP,
@@ -33,7 +34,7 @@ from .mlp import (
     matched_slots,
     mlp_cost,
 )
-from .pldr import GPT, PLDRLLM, PLDRConfig
+from .pldr import GPT, PLDRLLM
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,6 @@
 """The argument checks the package shares: an int at or above a bound, a finite real number, one
-of a few choices, a bool.
+of a few choices, a bool, a sequence; and, for tensors, a stack of square matrices and finite
+entries.
 
 Each refuses ``bool`` where a number is wanted (``True`` is an ``int`` to Python, and a flag
 passed as a count is always a mistake) and coerces nothing. The message names the argument,
@@ -14,6 +15,8 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence, Sized
+
+import torch
 
 
 def is_int(value: object) -> bool:
@@ -112,3 +115,33 @@ def check_fraction(name: str, value: object) -> None:
     """
     if not (is_real(value) and 0 < value < 1):
         raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+
+
+def check_square(X: torch.Tensor, name: str) -> None:
+    """``X`` is a floating-point tensor of square matrices ``[..., d, d]``, d ≥ 1.
+
+    Raises
+    ------
+    TypeError
+        ``X`` is not a floating-point tensor.
+    ValueError
+        ``X`` is not ``[..., d, d]`` with d ≥ 1.
+    """
+    if not isinstance(X, torch.Tensor) or not X.is_floating_point():
+        got = X.dtype if isinstance(X, torch.Tensor) else type(X).__name__
+        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
+    if X.ndim < 2 or X.shape[-1] != X.shape[-2] or X.shape[-1] == 0:
+        raise ValueError(f"{name} must have shape (..., d, d) with d ≥ 1, got {tuple(X.shape)}")
+
+
+def check_finite(X: torch.Tensor, name: str) -> None:
+    """``X`` has no NaN or infinite entry (one host synchronisation on a GPU).
+
+    Raises
+    ------
+    ValueError
+        Naming how many entries are not finite.
+    """
+    bad = int((~torch.isfinite(X)).sum())
+    if bad:
+        raise ValueError(f"{name} has {bad} non-finite (NaN or infinite) entries")

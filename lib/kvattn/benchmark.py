@@ -76,8 +76,10 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from ._checks import check_bool, check_int
-from .pldr import GPT, PLDRLLM, PUBLISHED_110M, PLDRConfig
-from .train import adamw, default_autocast, lm_cross_entropy
+from .config import PUBLISHED_110M, PLDRConfig
+from .losses import lm_cross_entropy
+from .pldr import GPT, PLDRLLM
+from .train import adamw, default_autocast
 
 CONFIGS = {
     "tiny": dict(

@@ -47,7 +47,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .pldr import GPT, PLDRLLM, PLDRConfig
+from .config import PLDRConfig
+from .pldr import GPT, PLDRLLM
 
 Tensor = torch.Tensor
 
@@ -389,10 +390,10 @@ def _verify_checkpoint(directory: Path) -> str | None:
 
 
 def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
-    """The raw ``config.json`` and the :class:`kvattn.pldr.PLDRConfig` built from it (for a GPT
+    """The raw ``config.json`` and the :class:`kvattn.config.PLDRConfig` built from it (for a GPT
     marked with :data:`GPT_MARKER_KEY`, the GPT's config: ``custom_G_type`` None). A key close to
-    a field draws a :class:`kvattn.pldr.ConfigKeyWarning` (see
-    :meth:`kvattn.pldr.PLDRConfig.from_dict`)."""
+    a field draws a :class:`kvattn.config.ConfigKeyWarning` (see
+    :meth:`kvattn.config.PLDRConfig.from_dict`)."""
     file = directory / CONFIG_NAME
     if not file.exists():
         raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}")

@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ._checks import check_finite, check_square
+from .ablations import constant_g_from, generation_mode_logits
+from .losses import lm_cross_entropy, log_trace_expm_squared
+from .pldr import PLDRLLM, Attention, DecoderLM
+
 Tensor = torch.Tensor
 
 
@@ -40,26 +45,10 @@ def cpu64(x: Tensor) -> Tensor:
     return x.detach().cpu().double()
 
 
-def _square(X: Tensor, name: str) -> None:
-    """Raise unless ``X`` is a floating-point tensor of square matrices ``[..., d, d]``, d ≥ 1."""
-    if not isinstance(X, Tensor) or not X.is_floating_point():
-        got = X.dtype if isinstance(X, Tensor) else type(X).__name__
-        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
-    if X.ndim < 2 or X.shape[-1] != X.shape[-2] or X.shape[-1] == 0:
-        raise ValueError(f"{name} must have shape (..., d, d) with d ≥ 1, got {tuple(X.shape)}")
-
-
 def _matrices(X: Tensor, name: str) -> None:
     """Raise unless ``X`` is a stack of square matrices ``[..., d, d]`` with finite entries."""
-    _square(X, name)
-    _finite(X, name)
-
-
-def _finite(X: Tensor, name: str) -> None:
-    """Raise if ``X`` has a NaN or infinite entry (one host synchronisation on a GPU)."""
-    bad = int((~torch.isfinite(X)).sum())
-    if bad:
-        raise ValueError(f"{name} has {bad} non-finite (NaN or infinite) entries")
+    check_square(X, name)
+    check_finite(X, name)
 
 
 def _index(value: int, name: str, size: int) -> int:
@@ -74,8 +63,6 @@ def _index(value: int, name: str, size: int) -> int:
 def _attention(model, layer: int):
     """The attention module of decoder layer ``layer`` of ``model``, model type and index
     checked."""
-    from .pldr import DecoderLM
-
     if not isinstance(model, DecoderLM):
         raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
     layers = model.decoder.dec_layers
@@ -84,7 +71,6 @@ def _attention(model, layer: int):
 
 def _check_attention(attention) -> None:
     """Raise unless ``attention`` is the attention module of one decoder layer."""
-    from .pldr import Attention
 
     if not isinstance(attention, Attention):
         raise TypeError(
@@ -95,7 +81,6 @@ def _check_attention(attention) -> None:
 
 def _check_pldrllm(model) -> None:
     """Raise unless ``model`` is a PLDRLLM (PLGA or constant-G): the models that have a G_LM."""
-    from .pldr import PLDRLLM
 
     if not isinstance(model, PLDRLLM):
         raise TypeError(
@@ -131,59 +116,6 @@ def _check_blocks(ids: object, name: str, pad: int) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # DAG losses
-
-
-@torch.no_grad()
-def _perron_upper_bound(X: Tensor, iterations: int = 30) -> Tensor:
-    """An upper bound on the Perron root ρ(X) of nonnegative matrices ``[..., d, d]``.
-
-    Power iteration from the all-ones vector, then the Collatz–Wielandt bound
-    max_i (Xv)_i / v_i ≥ ρ(X), which is tight once v has converged.
-    """
-    v = torch.ones(*X.shape[:-1], 1, dtype=X.dtype, device=X.device)
-    for _ in range(iterations):
-        w = X @ v
-        v = w / w.amax(dim=-2, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)
-        v = v.clamp_min(torch.finfo(X.dtype).tiny)
-    return ((X @ v) / v).amax(dim=(-2, -1))
-
-
-def log_trace_expm_squared(M: Tensor) -> Tensor:
-    """log tr(exp(M∘M)) for every matrix in ``M [..., d, d]``, without overflow; differentiable.
-
-    M∘M is nonnegative, so its largest real eigenvalue is its Perron root ρ. With a constant
-    shift c ≥ ρ (a Collatz–Wielandt bound, computed without gradient),
-    log tr e^{X} = c + log tr e^{X − cI}, and e^{X − cI} has spectral radius ≤ 1. The trained
-    tensors of PLDR-LLMs make tr e^{M∘M} overflow float32 (log values ~1e3), which is why the
-    reference's direct ``matrix_exp`` cannot be used as is.
-
-    Raises
-    ------
-    TypeError
-        If ``M`` is not a floating-point tensor.
-    ValueError
-        If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
-        the square root of the dtype's largest value overflow); one host synchronisation.
-    """
-    _square(M, "M")
-    X = M * M
-    _finite(X.detach(), "M∘M")
-    c = _perron_upper_bound(X.detach())
-    eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
-    shifted = torch.linalg.matrix_exp(X - c[..., None, None] * eye)
-    trace = shifted.diagonal(dim1=-2, dim2=-1).sum(-1)
-    return c + torch.log(trace)
-
-
-def dag_loss(M: Tensor) -> Tensor:
-    """The reference's DAG regulariser ``ℓ(M) = |log(tr(exp(M∘M)) / d)|``, per matrix ``[...]``.
-
-    It is log(1 + h(M)/d) in absolute value, with h the NOTEARS acyclicity function
-    (:func:`notears_h`); zero exactly when M∘M is nilpotent (M is the weighted adjacency of a DAG).
-    PLDR-LLM v510_dag applies it to A_LM, A_P and G_LM (not to A) with separate coefficients.
-    Raises as :func:`log_trace_expm_squared`.
-    """
-    return (log_trace_expm_squared(M) - math.log(M.shape[-1])).abs()
 
 
 def notears_h(M: Tensor) -> Tensor:
@@ -225,8 +157,8 @@ def order_parameter(x1: Tensor, x2: Tensor, normalisation: str = "mean") -> floa
         raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
     if a.numel() == 0:
         raise ValueError("x1 and x2 are empty")
-    _finite(a, "x1")
-    _finite(b, "x2")
+    check_finite(a, "x1")
+    check_finite(b, "x2")
     rmse = float((a - b).pow(2).mean().sqrt())
     if rmse == 0.0:
         return 0.0
@@ -351,7 +283,6 @@ def row_map_gain(model, probes: list[Tensor]) -> Tensor:
     ValueError
         No probes, or a probe not of shape ``[1, S]`` with S ≥ 1.
     """
-    from .pldr import PLDRLLM
 
     if not isinstance(model, PLDRLLM) or model.kind != "plga":
         raise TypeError("model must be a PLDRLLM with PLGA (only PLGA has a metric learner)")
@@ -461,7 +392,7 @@ def commutant_projection(G: Tensor, interleaved: bool = True) -> Tensor:
     ValueError
         If G is not ``[..., d_k, d_k]`` with d_k even.
     """
-    _square(G, "G")
+    check_square(G, "G")
     out = torch.zeros_like(G)
     for i, j in rope_planes(G.shape[-1], interleaved):
         alpha = 0.5 * (G[..., i, i] + G[..., j, j])
@@ -852,8 +783,8 @@ def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Ten
     """
     q, k, v, delta = (cpu64(t) for t in (q, k, v, delta))
     for name, t in (("q", q), ("k", k), ("v", v), ("delta", delta)):
-        _finite(t, name)
-    _square(delta, "delta")
+        check_finite(t, name)
+    check_square(delta, "delta")
     try:
         torch.broadcast_shapes(*(t.shape[:-2] for t in (q, k, v, delta)))
         fits = min(q.ndim, k.ndim, v.ndim) >= 2
@@ -905,7 +836,7 @@ class GSubstitution:
 @torch.no_grad()
 def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     """The functional measure of collapse: replace every layer's G_LM by the value it takes on a
-    donor input (the G ablation of the PLDR-LLM papers, :func:`kvattn.pldr.constant_g_from`)
+    donor input (the G ablation of the PLDR-LLM papers, :func:`kvattn.ablations.constant_g_from`)
     and measure the loss and the greedy tokens on ``ids``, for each donor (for the prefix density,
     its G_LM at the donor's last position, which sums over the whole donor).
 
@@ -913,7 +844,7 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
     int64 ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets ``ids[:, 1:]``, pad targets left
     out of the loss); ``donors``: a list of token-id tensors ``[1, S_d]``, one sequence each
     (all on the model's device). The model's own loss and greedy tokens are those of generation
-    (:func:`kvattn.pldr.generation_mode_logits`), since a full pass with the published block
+    (:func:`kvattn.ablations.generation_mode_logits`), since a full pass with the published block
     density sees later tokens while a constant-G model does not.
     Unlike an order parameter, the result does not depend on how large the mean of G_LM is, only
     on what changing it does.
@@ -929,9 +860,6 @@ def g_substitution(model, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
         ``[B, S + 1]`` with B, S ≥ 1, or every target ``ids[:, 1:]`` is ``pad_token_id`` (the
         loss would average over nothing).
     """
-    from .pldr import constant_g_from, generation_mode_logits
-    from .train import lm_cross_entropy
-
     _check_pldrllm(model)
     _check_probes(donors, 1, "need at least one donor input", "donors")
     _check_blocks(ids, "ids", model.config.pad_token_id)

@@ -23,7 +23,14 @@ import torch
 from plotly.subplots import make_subplots
 
 from .benchmark import BARS, Ratio
-from .diagnostics import DEDUCTIVE, DeductiveProfile, HeadProfile
+from .diagnostics import (
+    DEDUCTIVE,
+    DeductiveProfile,
+    HeadProfile,
+    commutant_projection,
+    commutant_residual,
+)
+from .interaction import eigendecompose, symmetrise
 from .memories import SlotReport, lift_labels
 from .symmetry import SymmetryProfile, input_contour
 
@@ -901,7 +908,6 @@ def interaction_explorer(
     _require_length("output_names", _require_items("output_names", output_names), n_out, "B_o")
     if target is not None:
         target = _require_array("target", target, matrices.shape, "the shape of B")
-    from .interaction import eigendecompose, symmetrise
 
     S = symmetrise(torch.from_numpy(matrices))
     eigenvalues, _ = eigendecompose(S)
@@ -1152,7 +1158,6 @@ def twirl_explorer(densities: Mapping[int, torch.Tensor], interleaved: bool = Tr
         if not isinstance(A, torch.Tensor):
             raise TypeError(f"densities[{S}] must be a torch.Tensor, got {type(A).__name__}")
         _require_array(f"densities[{S}]", A, 2, square=True)
-    from .diagnostics import commutant_projection, commutant_residual
 
     lengths = list(densities)
     zmax = max(float(A.abs().max()) for A in densities.values())

@@ -18,8 +18,9 @@ from pathlib import Path
 import torch
 
 from .checkpoint import load_pretrained, read_config, resolve_checkpoint
+from .config import CACHE_MODES
 from .data import check_tokenizer, load_text, load_tokenizer
-from .pldr import CACHE_MODES, check_decoding_args
+from .sampling import check_decoding_args
 
 
 def generate_text(
@@ -47,7 +48,7 @@ def generate_text(
     ValueError
         An empty or whitespace-only prompt, or one that encodes to no tokens; a prompt that is
         not valid Unicode (undecodable bytes); decoding arguments out of range (see
-        :func:`kvattn.pldr.check_decoding_args`); a tokenizer whose vocabulary does not match
+        :func:`kvattn.sampling.check_decoding_args`); a tokenizer whose vocabulary does not match
         the model's ``vocab_size``; NaN or infinite logits.
     FileNotFoundError
         No checkpoint or no ``tokenizer.model``.

@@ -16,6 +16,7 @@ from torch import nn
 
 from .activations import resolve
 from .mlp import GATED_VARIANTS, MLP_KINDS, SlotMLP, make_mlp
+from .sampling import check_decoding_args, sample_next
 
 Tensor = torch.Tensor
 
@@ -175,14 +176,17 @@ class TinyLM(nn.Module):
     ) -> Tensor:
         """Append ``max_new_tokens`` sampled tokens to ``idx`` ``(B, T)``; temperature 0 is greedy.
 
-        ``generator``, if given, must live on the model's device.
+        Each step feeds the last ``block_size`` tokens and draws from
+        softmax(logits / temperature) with :func:`kvattn.sampling.sample_next`, the sampler of the
+        PLDR-LLM decoders. ``generator``, if given, must live on the model's device.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :func:`kvattn.sampling.check_decoding_args`, before any step.
         """
+        check_decoding_args(max_new_tokens, None, temperature, 1.0)
         for _ in range(max_new_tokens):
             logits = self(idx[:, -self.cfg.block_size :])[:, -1]
-            if temperature == 0:
-                nxt = logits.argmax(-1, keepdim=True)
-            else:
-                probs = torch.softmax(logits / temperature, dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=generator)
-            idx = torch.cat([idx, nxt], dim=1)
+            idx = torch.cat([idx, sample_next(logits, temperature, 1.0, generator)], dim=1)
         return idx

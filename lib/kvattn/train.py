@@ -26,6 +26,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ._checks import check_choice, check_int, is_real
+from .checkpoint import recover_directory
+from .config import PLDRConfig, reject_unknown_keys
 from .data import (
     MIN_VOCAB_SIZE,
     RecallTask,
@@ -36,8 +38,10 @@ from .data import (
     load_text,
     tokenize,
 )
-from .diagnostics import dag_loss
+from .diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES, collapse_measures
 from .lm import TinyLM, TinyLMConfig
+from .losses import dag_penalty, lm_cross_entropy
+from .pldr import GPT, PLDRLLM
 
 Tensor = torch.Tensor
 
@@ -528,7 +532,7 @@ def _help(text: str) -> dict:
 class PretrainConfig:
     """Everything a pre-training run needs; stored as JSON (``python -m kvattn.train --config``).
 
-    ``model`` holds :class:`kvattn.pldr.PLDRConfig` fields (``vocab_size`` is set from the
+    ``model`` holds :class:`kvattn.config.PLDRConfig` fields (``vocab_size`` is set from the
     tokenizer); ``architecture`` is ``"pldrllm"`` or ``"gpt"``; ``corpus`` is a source of
     :func:`kvattn.data.load_text`, cut to ``corpus_chars`` characters if given. Optimiser
     defaults are the reference's: AdamW β = (0.9, 0.95), eps 1e-5, weight decay 0.1, gradient
@@ -626,8 +630,6 @@ class PretrainConfig:
     )
 
     def __post_init__(self) -> None:
-        from .pldr import PLDRConfig
-
         check_choice("architecture", self.architecture, ("pldrllm", "gpt"))
         for name in ("corpus", "out_dir", "device"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
@@ -699,7 +701,7 @@ class PretrainConfig:
         self.dag = tuple(self.dag)
 
     def model_fields(self, vocab_size: int) -> dict:
-        """The :class:`kvattn.pldr.PLDRConfig` fields of the run's model for a tokenizer of
+        """The :class:`kvattn.config.PLDRConfig` fields of the run's model for a tokenizer of
         ``vocab_size`` pieces (``max_position_embeddings`` defaults to ``block_size``)."""
         return {"max_position_embeddings": self.block_size, **self.model, "vocab_size": vocab_size}
 
@@ -713,7 +715,6 @@ class PretrainConfig:
             Not valid JSON, not an object, unknown keys (with the closest field names), or a
             field that fails validation.
         """
-        from .pldr import reject_unknown_keys
 
         try:
             raw = json.loads(Path(path).read_text())
@@ -917,26 +918,6 @@ def _distributed(requested_device: str, batch_size: int) -> tuple[int, int, torc
     return dist.get_rank(), world, device, started
 
 
-def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
-    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss).
-    ``targets`` may be int32 or int64 ids (the models take both; the loss needs int64)."""
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(), targets.flatten().long(), ignore_index=pad_id
-    )
-
-
-def dag_penalty(outputs: list, coefficients: tuple[float, float, float]) -> Tensor:
-    """c_A·ℓ(A_LM) + c_Ap·ℓ(A_P) + c_G·ℓ(G_LM), each ℓ averaged over layers, batch and heads
-    (:func:`kvattn.diagnostics.dag_loss`; float32, outside autocast)."""
-    terms = []
-    for c, name in zip(coefficients, ("A_LM", "A_P", "G_LM"), strict=True):
-        if c > 0:
-            stacked = torch.stack([getattr(o, name) for o in outputs if o is not None])
-            with torch.autocast(stacked.device.type, enabled=False):
-                terms.append(c * dag_loss(stacked.float()).mean())
-    return sum(terms)
-
-
 def _save_training_state(
     directory: Path, step: int, opt: torch.optim.Optimizer, history: History, cfg: PretrainConfig
 ) -> None:
@@ -988,8 +969,6 @@ PROBES_FILE = "probes.json"
 
 def _new_probes(probe_blocks: int) -> dict:
     """An empty trajectory: ``probe_blocks``, ``step`` and one list per recorded measure."""
-    from .diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES
-
     names = [*COLLAPSE_LAYER_MEASURES, *(f"{n}_heads" for n in COLLAPSE_LAYER_MEASURES)]
     names += COLLAPSE_MODEL_MEASURES
     return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names}}
@@ -1074,8 +1053,6 @@ def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
 def _prepare_out_dir(out_dir: Path, ckpt: Path, cfg: PretrainConfig, resume: bool) -> None:
     """Repair an interrupted checkpoint replace, refuse to clobber or to resume nothing, and check
     that ``out_dir`` is writable, all before the tokenizer is trained."""
-    from .checkpoint import recover_directory
-
     if resume and cfg.overwrite:
         raise ValueError("resume and overwrite exclude each other: continue the run or replace it")
     probe = out_dir / f".kvattn-write-test-{os.getpid()}"
@@ -1165,7 +1142,6 @@ def _pretrain(
         staging_directory,
         write_pretrained,
     )
-    from .pldr import GPT, PLDRLLM, PLDRConfig
 
     out_dir = Path(cfg.out_dir)
     ckpt = out_dir / "checkpoint"
@@ -1246,7 +1222,6 @@ def _pretrain(
 
     def probe(steps_done: int) -> None:
         # eval mode, no gradient, the global random stream untouched; the model's mode comes back
-        from .diagnostics import collapse_measures
 
         record = collapse_measures(model, probe_ids, probe_eval).as_record()
         probes["step"].append(steps_done)

@@ -23,7 +23,17 @@ import torch
 from IPython.display import display
 from torch import Tensor
 
+from .config import CACHE_MODES
 from .data import TokenData
+from .diagnostics import (
+    DEDUCTIVE,
+    commutant_projection,
+    commutant_residual,
+    deductive_profile,
+    deductive_tensors,
+    head_profile,
+    twirl,
+)
 from .figures import (
     COLORS,
     _require_array,
@@ -34,6 +44,7 @@ from .figures import (
     _require_length,
     _require_number,
 )
+from .interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
 from .memories import Triggers, lift_labels, slot_report
 from .mlp import SlotMLP, mlp_cost
 from .symmetry import input_contour, symmetry_profile
@@ -76,6 +87,7 @@ ACTIVATIONS = (
     ("GELU", "gelu"),
     ("sigmoid (GLU)", "sigmoid"),
 )
+
 #: The β slider's range as powers of ten (β from about 0.05 to 20).
 BETA_LOG10 = (-1.3, 1.3)
 #: The model widths d the cost explorer offers.
@@ -310,8 +322,6 @@ def interaction_explorer(
     ``output_names`` does not have ``module.d_out``, or a gated layer gets no ``inputs`` (or an
     empty or non-finite ``(n, d_model)`` tensor).
     """
-    from .interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
-
     _require_length("feature_names", feature_names, module.d_model, "input feature")
     _require_length("output_names", output_names, module.d_out, "output")
     gated = getattr(module, "form", None) == "gated" and module.variant != "bilinear"
@@ -428,7 +438,6 @@ def attention_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 
     ``layer`` or ``head`` is one that the model does not have.
     """
     _require_prompt("text", text)
-    from .diagnostics import head_profile
 
     cfg = model.config
     text_box = widgets.Text(
@@ -479,7 +488,6 @@ def deductive_explorer(
             f"prompts must hold at least two non-blank prompts (the spread is across prompts), "
             f"got {prompts!r}"
         )
-    from .diagnostics import DEDUCTIVE, deductive_profile, deductive_tensors
 
     cfg = model.config
     text_box = widgets.Textarea(
@@ -536,7 +544,6 @@ def generation_explorer(models: dict, tokenizer, prompt: str) -> widgets.VBox:
     """
     _require_items("models", models, container=Mapping)
     _require_prompt("prompt", prompt)
-    from .pldr import CACHE_MODES
 
     text_box = widgets.Textarea(
         value=prompt,
@@ -586,7 +593,6 @@ def twirl_explorer(model, tokenizer, text: str, layer: int = 0, head: int = 0) -
     encodes to no tokens), or ``layer`` or ``head`` is one that the model does not have.
     """
     _require_prompt("text", text)
-    from .diagnostics import commutant_projection, commutant_residual, twirl
 
     cfg = model.config
     device = next(model.parameters()).device

@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .. import diagnostics, pldr
+from .. import config, diagnostics, pldr
 from ..checkpoint import load_pretrained
 from ..data import load_tokenizer, shipped
 from ._checker import Case, Exercise, Mistake, causal_mask, randn, register
@@ -62,7 +62,7 @@ def _recover_cases(gen):
 
     eye3 = torch.eye(3, dtype=torch.float64)
     floor = positive_away_from_one(4, 4)
-    floor[0, 1] = floor[2, 3] = pldr.EPSILON_A
+    floor[0, 1] = floor[2, 3] = config.EPSILON_A
     return [
         case(
             "one head, diagonal a",
@@ -229,7 +229,7 @@ def _plga_head(q, k, v, w, how: str = ""):
             out = _glu(out, g)
         A = _layer_norm(out if how == "no residual" else out + A, unit["layernorm"], w["eps"])
     WA = A @ w["W"] if how == "A W" else w["W"] @ A
-    A_LM = pldr.iswiglu(WA + w["b_W"]) + (0.0 if how == "no floor" else pldr.EPSILON_A)
+    A_LM = pldr.iswiglu(WA + w["b_W"]) + (0.0 if how == "no floor" else config.EPSILON_A)
     A_P = A_LM.pow(w["P"])
     G_LM = (w["a"] * A_P if how == "elementwise a" else w["a"] @ A_P) + w["b_a"]
     G = G_LM.T if how == "G transposed" else G_LM

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .. import diagnostics, train
+from .. import diagnostics, losses
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
@@ -30,7 +30,7 @@ def _ce_cases(gen):
 
 
 def _ce(logits, targets, pad_id):
-    return float(train.lm_cross_entropy(logits, targets, pad_id))
+    return float(losses.lm_cross_entropy(logits, targets, pad_id))
 
 
 def _dag_cases(gen):
@@ -96,7 +96,7 @@ register(
         "dag_loss(M) -> Tensor",
         "The reference's DAG regulariser |log(tr(exp(M ∘ M)) / d)| for every matrix in "
         "M (..., d, d). (For real M the trace is at least d, so the log is never negative.)",
-        diagnostics.dag_loss,
+        losses.dag_loss,
         _dag_cases,
         (
             Mistake(

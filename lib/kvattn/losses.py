@@ -1,0 +1,96 @@
+"""The losses the models train on: next-token cross-entropy and the DAG regulariser of PLDR-LLM.
+
+* :func:`lm_cross_entropy` — the reference's masked next-token loss (padding left out);
+* :func:`dag_loss` — ``|log(tr(exp(M∘M)) / d)|``, the DAG regulariser of PLDR-LLM v510_dag
+  [gokden2024pldrllm] built on the NOTEARS acyclicity function [zheng2018dags], computed without
+  overflow by :func:`log_trace_expm_squared`;
+* :func:`dag_penalty` — its weighted sum over A_LM, A_P and G_LM of every layer, as pre-training
+  adds it to the loss.
+
+Unlike the analyses of :mod:`kvattn.diagnostics`, these stay on their input's device and dtype
+and keep the graph. Bracketed keys cite ``book/references.bib``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import check_finite, check_square
+
+Tensor = torch.Tensor
+
+
+def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
+    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss).
+    ``targets`` may be int32 or int64 ids (the models take both; the loss needs int64)."""
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten().long(), ignore_index=pad_id
+    )
+
+
+def dag_penalty(outputs: list, coefficients: tuple[float, float, float]) -> Tensor:
+    """c_A·ℓ(A_LM) + c_Ap·ℓ(A_P) + c_G·ℓ(G_LM), each ℓ averaged over layers, batch and heads
+    (:func:`dag_loss`; float32, outside autocast)."""
+    terms = []
+    for c, name in zip(coefficients, ("A_LM", "A_P", "G_LM"), strict=True):
+        if c > 0:
+            stacked = torch.stack([getattr(o, name) for o in outputs if o is not None])
+            with torch.autocast(stacked.device.type, enabled=False):
+                terms.append(c * dag_loss(stacked.float()).mean())
+    return sum(terms)
+
+
+@torch.no_grad()
+def _perron_upper_bound(X: Tensor, iterations: int = 30) -> Tensor:
+    """An upper bound on the Perron root ρ(X) of nonnegative matrices ``[..., d, d]``.
+
+    Power iteration from the all-ones vector, then the Collatz–Wielandt bound
+    max_i (Xv)_i / v_i ≥ ρ(X), which is tight once v has converged.
+    """
+    v = torch.ones(*X.shape[:-1], 1, dtype=X.dtype, device=X.device)
+    for _ in range(iterations):
+        w = X @ v
+        v = w / w.amax(dim=-2, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)
+        v = v.clamp_min(torch.finfo(X.dtype).tiny)
+    return ((X @ v) / v).amax(dim=(-2, -1))
+
+
+def log_trace_expm_squared(M: Tensor) -> Tensor:
+    """log tr(exp(M∘M)) for every matrix in ``M [..., d, d]``, without overflow; differentiable.
+
+    M∘M is nonnegative, so its largest real eigenvalue is its Perron root ρ. With a constant
+    shift c ≥ ρ (a Collatz–Wielandt bound, computed without gradient),
+    log tr e^{X} = c + log tr e^{X − cI}, and e^{X − cI} has spectral radius ≤ 1. The trained
+    tensors of PLDR-LLMs make tr e^{M∘M} overflow float32 (log values ~1e3), which is why the
+    reference's direct ``matrix_exp`` cannot be used as is.
+
+    Raises
+    ------
+    TypeError
+        If ``M`` is not a floating-point tensor.
+    ValueError
+        If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
+        the square root of the dtype's largest value overflow); one host synchronisation.
+    """
+    check_square(M, "M")
+    X = M * M
+    check_finite(X.detach(), "M∘M")
+    c = _perron_upper_bound(X.detach())
+    eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+    shifted = torch.linalg.matrix_exp(X - c[..., None, None] * eye)
+    trace = shifted.diagonal(dim1=-2, dim2=-1).sum(-1)
+    return c + torch.log(trace)
+
+
+def dag_loss(M: Tensor) -> Tensor:
+    """The reference's DAG regulariser ``ℓ(M) = |log(tr(exp(M∘M)) / d)|``, per matrix ``[...]``.
+
+    It is log(1 + h(M)/d) in absolute value, with h the NOTEARS acyclicity function
+    (:func:`notears_h`); zero exactly when M∘M is nilpotent (M is the weighted adjacency of a DAG).
+    PLDR-LLM v510_dag applies it to A_LM, A_P and G_LM (not to A) with separate coefficients.
+    Raises as :func:`log_trace_expm_squared`.
+    """
+    return (log_trace_expm_squared(M) - math.log(M.shape[-1])).abs()
