@@ -277,7 +277,7 @@ def test_deductive_explorer_has_a_colour_bar_per_panel_and_marks_what_a_model_la
 
 
 def _trajectories(steps=(0, 2, 4), layers=2) -> dict:
-    """Trajectories shaped as kvattn.train.load_probes returns them (values made up)."""
+    """Trajectories shaped as kvattn.diagnostics.load_probes returns them (values made up)."""
     from kvattn.diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES
 
     n = len(steps)

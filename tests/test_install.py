@@ -26,7 +26,7 @@ PROBE = """
 import hashlib, json, sys
 import kvattn
 from kvattn.data import load_text, recipe, shipped
-from kvattn.train import PretrainConfig
+from kvattn.pretrain import PretrainConfig
 
 folder = shipped("pldr_tiny")
 model = kvattn.load_pretrained(folder)

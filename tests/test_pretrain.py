@@ -13,10 +13,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import kvattn.train as T
+import kvattn.diagnostics as D
+import kvattn.distributed as DIST
+import kvattn.pretrain as T
 from kvattn.checkpoint import load_pretrained
 from kvattn.generate import generate_text
-from kvattn.train import PretrainConfig, pretrain
+from kvattn.pretrain import PretrainConfig, pretrain
 
 TINY = {
     "model": {
@@ -158,7 +160,7 @@ def test_command_line_train_and_generate(tmp_path):
         json.dumps({**TINY, "out_dir": str(tmp_path / "run"), "architecture": "gpt"})
     )
     out = subprocess.run(
-        [sys.executable, "-m", "kvattn.train", "--config", str(cfg_file), "--steps", "3"],
+        [sys.executable, "-m", "kvattn.pretrain", "--config", str(cfg_file), "--steps", "3"],
         capture_output=True,
         text=True,
         timeout=600,  # a hang limit, not a speed check
@@ -210,7 +212,7 @@ def _run_pair(tmp_path: Path, **overrides) -> tuple[dict, dict, dict, dict]:
                 }
             )
         )
-        cmd = [sys.executable, *launcher, "-m", "kvattn.train", "--config", str(cfg_file)]
+        cmd = [sys.executable, *launcher, "-m", "kvattn.pretrain", "--config", str(cfg_file)]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         # timeout: a hang limit, not a speed check
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
@@ -273,7 +275,7 @@ def test_a_ddp_rendezvous_nobody_joins_fails_naming_the_environment(tmp_path):
         OMP_NUM_THREADS="1",
     )
     out = subprocess.run(
-        [sys.executable, "-m", "kvattn.train", "--config", str(cfg_file)],
+        [sys.executable, "-m", "kvattn.pretrain", "--config", str(cfg_file)],
         capture_output=True,
         text=True,
         timeout=600,  # a hang limit, not a speed check
@@ -432,7 +434,7 @@ def test_command_line_reports_a_bad_config_without_a_traceback(tmp_path, capsys)
 
 def test_help_lists_every_config_field():
     out = subprocess.run(
-        [sys.executable, "-m", "kvattn.train", "--help"],
+        [sys.executable, "-m", "kvattn.pretrain", "--help"],
         capture_output=True,
         text=True,
         timeout=600,  # a hang limit, not a speed check
@@ -621,14 +623,14 @@ def test_resumed_optimizer_state_keeps_step_counters_on_the_cpu(tmp_path):
     ],
 )
 def test_each_process_picks_its_own_device(requested, local_rank, world, cuda, expected):
-    assert T.select_device(requested, local_rank, world, cuda) == torch.device(expected)
+    assert DIST.select_device(requested, local_rank, world, cuda) == torch.device(expected)
 
 
 def test_device_choices_that_cannot_work_are_refused():
     with pytest.raises(ValueError, match="CUDA is not available"):
-        T.select_device("cuda", 0, 1, False)
+        DIST.select_device("cuda", 0, 1, False)
     with pytest.raises(ValueError, match="names one GPU for all 2 processes"):
-        T.select_device("cuda:0", 1, 2, True)
+        DIST.select_device("cuda:0", 1, 2, True)
 
 
 def test_compiled_training_follows_the_plain_run_and_saves_a_plain_checkpoint(tmp_path, caplog):
@@ -684,7 +686,7 @@ def test_probes_observe_the_run_without_changing_it(tmp_path):
         assert all(0 < x < 100 for v in probes[name] for x in v), name
     assert probes["G_order_rms"][0] != probes["G_order_rms"][-1]  # the model moved
     assert all(0 < a <= 1 for a in probes["agreement"])
-    assert T.load_probes(tmp_path / "b" / "run") == probes
+    assert D.load_probes(tmp_path / "b" / "run") == probes
     from kvattn.figures import collapse_trajectories
 
     assert len(collapse_trajectories(probes).data) == 5 * 2 + 3
@@ -720,23 +722,23 @@ def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         pretrain(config(tmp_path / "b", probe_every=2), progress=False)
     monkeypatch.setattr(D, "collapse_measures", original)
-    assert T.load_probes(tmp_path / "b" / "run")["step"] == [0, 2]
+    assert D.load_probes(tmp_path / "b" / "run")["step"] == [0, 2]
     with pytest.raises(ValueError, match="measured with probe_blocks=4, now 3"):
         pretrain(config(tmp_path / "b", probe_every=2, probe_blocks=3), resume=True, progress=False)
     resumed = pretrain(config(tmp_path / "b", probe_every=2), resume=True, progress=False)
     assert resumed.history.loss == full.history.loss
     assert resumed.probes == full.probes and resumed.probes["step"] == [0, 2, 4, 6]
-    assert T.load_probes(tmp_path / "b" / "run") == T.load_probes(tmp_path / "a" / "run")
+    assert D.load_probes(tmp_path / "b" / "run") == D.load_probes(tmp_path / "a" / "run")
 
 
 def test_probes_need_enough_validation_blocks_and_a_readable_file(tmp_path):
     with pytest.raises(ValueError, match="probe_blocks=100000 needs 200000 validation blocks"):
         pretrain(config(tmp_path, probe_every=2, probe_blocks=100_000), progress=False)
     with pytest.raises(FileNotFoundError, match=r"no probes\.json"):
-        T.load_probes(tmp_path)
+        D.load_probes(tmp_path)
     (tmp_path / "probes.json").write_text(json.dumps({"step": [0], "G_order_mean": [[1.0]]}))
     with pytest.raises(ValueError, match="lacks the measures"):
-        T.load_probes(tmp_path)
+        D.load_probes(tmp_path)
 
 
 def test_a_vocabulary_too_small_for_the_tokenizer_is_refused_before_any_work(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from kvattn import stats
 from kvattn.checkpoint import load_pretrained, read_config
 from kvattn.data import SHIPPED_FILES, load_tokenizer, shipped
-from kvattn.train import PretrainConfig
+from kvattn.pretrain import PretrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = sorted((ROOT / "data" / "recipes").glob("*.json"))
@@ -277,8 +277,8 @@ def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
     day for fields added to the training code since), its trajectory covers the whole run, and
     its recorded verdict is the one its own numbers give."""
     from kvattn.data import collapse_hunt
-    from kvattn.reproduce import PretrainConfig, collapsed, hunt_recipe, plan
-    from kvattn.train import load_probes
+    from kvattn.diagnostics import collapsed, load_probes
+    from kvattn.reproduce import PretrainConfig, hunt_recipe, plan
 
     hunt = plan("collapse_hunt")
     assert collapse_hunt(path.stem) == path

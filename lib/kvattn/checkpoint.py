@@ -194,7 +194,7 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
 def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
     """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if missing) in
     place, with no crash safety: for a fresh staging folder that :func:`replace_directory` then
-    moves into place (as :func:`save_pretrained` and :func:`kvattn.train.pretrain` do)."""
+    moves into place (as :func:`save_pretrained` and :func:`kvattn.pretrain.pretrain` do)."""
     directory.mkdir(parents=True, exist_ok=True)
     dtype = next(model.parameters()).dtype
     config = {

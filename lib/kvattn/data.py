@@ -544,8 +544,8 @@ def shipped(name: str) -> Path:
 def recipe(name: str) -> Path:
     """The JSON recipe ``data/recipes/<name>.json`` that made the shipped checkpoint ``name``.
 
-    Read it with ``PretrainConfig.from_file`` (:class:`kvattn.train.PretrainConfig`), train with
-    :func:`kvattn.train.pretrain`; found like :func:`shipped`, in an install or a clone.
+    Read it with ``PretrainConfig.from_file`` (:class:`kvattn.pretrain.PretrainConfig`), train with
+    :func:`kvattn.pretrain.pretrain`; found like :func:`shipped`, in an install or a clone.
 
     Raises
     ------
@@ -596,7 +596,8 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     """The JSON record ``data/collapse_hunt/<name>.json`` of one run of chapter 11's collapse
     hunt (written by ``kvattn-reproduce hunt``): its recipe, why it was run, its wall
     time, the collapse measures every 250 steps (read them with
-    :func:`kvattn.train.load_probes`) and the row-map gains of its first and last model; found
+    :func:`kvattn.diagnostics.collapse.load_probes`) and the row-map gains of its first and last
+    model; found
     like :func:`shipped`. With ``checkpoint=True``: the folder ``data/collapse_hunt/<name>/`` of
     the run's final model, shipped for the run nearest to collapse (files
     :data:`SHIPPED_FILES`, load it with :func:`kvattn.checkpoint.load_pretrained`).
@@ -617,7 +618,8 @@ def trajectory(name: str) -> Path:
     """The JSON file ``data/trajectories/<name>.json``: the collapse measures recorded while the
     shipped checkpoint ``name`` trained again from its recipe with probes (written by
     ``kvattn-reproduce trajectory``; read it with
-    :func:`kvattn.train.load_probes`, draw it with :func:`kvattn.figures.collapse_trajectories`);
+    :func:`kvattn.diagnostics.collapse.load_probes`, draw it with
+    :func:`kvattn.figures.collapse_trajectories`);
     found like :func:`shipped`.
 
     Raises

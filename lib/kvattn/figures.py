@@ -974,7 +974,8 @@ def attention_explorer(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -
 
     Raises ValueError when ``profiles`` or ``tokens`` is empty (an empty prompt), ``tokens`` does
     not match a profile's ``E`` one token per row, or a profile holds a value that is not
-    finite; TypeError when an item is no :class:`~kvattn.diagnostics.HeadProfile` or a token no
+    finite; TypeError when an item is no :class:`~kvattn.diagnostics.heads.HeadProfile` or a token
+    no
     str.
     """
     _require_items("profiles", profiles, HeadProfile)
@@ -1054,7 +1055,7 @@ def deductive_explorer(profiles: Sequence[DeductiveProfile]) -> go.Figure:
     compute (a constant-G model's A) is drawn blank and marked "not computed".
 
     Raises ValueError when ``profiles`` is empty, TypeError when an item is no
-    :class:`~kvattn.diagnostics.DeductiveProfile`.
+    :class:`~kvattn.diagnostics.heads.DeductiveProfile`.
     """
     _require_items("profiles", profiles, DeductiveProfile)
     names = list(DEDUCTIVE)
@@ -1320,9 +1321,10 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
     family, a line per layer (the mean over heads), and a last panel with the G_LM
     substitution's loss change, greedy agreement and share of the G effect.
 
-    ``probes``: the trajectories as :func:`kvattn.train.load_probes` returns them (or
+    ``probes``: the trajectories as :func:`kvattn.diagnostics.collapse.load_probes` returns them (or
     ``PretrainResult.probes``): ``step`` (ints, increasing) and, for each per-layer measure of
-    :data:`kvattn.diagnostics.COLLAPSE_LAYER_MEASURES`, one list of L numbers per step, for each
+    :data:`kvattn.diagnostics.collapse.COLLAPSE_LAYER_MEASURES`, one list of L numbers per step,
+    for each
     whole-model one a number per step; ``None`` (undefined) is drawn as a gap. ``log_y``: the
     five per-layer panels on logarithmic axes (collapse spans decades; an exact 0 is not drawn
     there).
@@ -1341,7 +1343,9 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
     needed = ["step", *_COLLAPSE_PANELS, *(n for n, *_ in _COLLAPSE_FUNCTIONAL)]
     missing = [n for n in needed if n not in probes]
     if missing:
-        raise ValueError(f"probes lack {', '.join(missing)} (expected kvattn.train.load_probes)")
+        raise ValueError(
+            f"probes lack {', '.join(missing)} (expected kvattn.diagnostics.load_probes)"
+        )
     steps = probes["step"]
     if not isinstance(steps, Sequence) or len(steps) == 0:
         raise ValueError(f"probes['step'] must be a non-empty list of steps, got {steps!r:.80}")

@@ -2,7 +2,7 @@
 (or ``--prompt-file FILE``, a UTF-8 text file).
 
 The checkpoint folder (or hub id) holds ``config.json``, ``model.safetensors`` and the
-SentencePiece ``tokenizer.model``, as written by ``python -m kvattn.train`` and as published
+SentencePiece ``tokenizer.model``, as written by ``python -m kvattn.pretrain`` and as published
 PLDR-LLM repositories ship them. Prompts are encoded as the reference does for generation: no
 [START], and no [END] after the prompt. The command exits with status 1 and a one-line message
 for bad input (an empty prompt, a tokenizer from another run, a file that is not UTF-8) and for

@@ -57,9 +57,6 @@ from .sampling import check_decoding_args, sample_next
 
 Tensor = torch.Tensor
 
-# ---------------------------------------------------------------------------------------------
-# Rotary position embedding
-
 
 class RotaryEmbedding(nn.Module):
     """RoPE on ``[B, S, H, d_k]`` tensors, base ``theta``, for positions < ``max_positions``.
@@ -113,10 +110,6 @@ class RotaryEmbedding(nn.Module):
         half = x.shape[-1] // 2
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-
-
-# ---------------------------------------------------------------------------------------------
-# Building blocks
 
 
 def iswiglu(u: Tensor) -> Tensor:
@@ -451,10 +444,6 @@ class Decoder(nn.Module):
             new_caches.append(cache)
             all_outputs.append(outputs)
         return x, new_caches, all_outputs
-
-
-# ---------------------------------------------------------------------------------------------
-# Models
 
 
 @dataclass

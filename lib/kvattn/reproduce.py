@@ -49,8 +49,9 @@ from safetensors.torch import load_file
 
 from . import data, diagnostics, experiments
 from .checkpoint import load_pretrained, replace_directory, staging_directory
+from .diagnostics import collapsed
 from .pldr import PLDRLLM
-from .train import PretrainConfig, pretrain
+from .pretrain import PretrainConfig, pretrain
 
 PROG = "kvattn-reproduce"
 #: The plans of chapter 5's experiments and chapter 11's collapse hunt, in ``data/plans/``.
@@ -58,7 +59,7 @@ EXPERIMENT_PLANS = "experiments"
 HUNT_PLAN = "collapse_hunt"
 #: The files of a shipped checkpoint folder that come from the run (provenance.json is written).
 RUN_FILES = ("config.json", "model.safetensors", "tokenizer.model", "trainer_state.json")
-# A run's checkpoint folder inside its out_dir (kvattn.train.pretrain writes it).
+# A run's checkpoint folder inside its out_dir (kvattn.pretrain.pretrain writes it).
 _CHECKPOINT = "checkpoint"
 _TMP = ".kvattn-tmp"
 
@@ -83,7 +84,7 @@ def plan(name: str) -> dict:
 
 
 def hunt_recipe(name: str, steps: int | None = None, runs: Path = Path("runs")) -> dict:
-    """The full recipe (a :class:`kvattn.train.PretrainConfig` as a dict) of the collapse hunt's
+    """The full recipe (a :class:`kvattn.pretrain.PretrainConfig` as a dict) of the collapse hunt's
     run ``name``: the plan's base recipe with its shared settings and the run's own changes.
     ``steps`` shortens every run in proportion to the plan's base length (a pilot); the run's
     ``out_dir`` is ``runs/collapse_hunt/<name>``.
@@ -417,16 +418,6 @@ def _summary(record: dict) -> str:
 # Chapter 11's collapse hunt
 
 
-def collapsed(probes: dict, at: int, below: float) -> bool:
-    """Whether probe ``at`` meets the hunt's criterion: in every layer, the ``|mean|`` order
-    parameter of G_LM and σ2/σ1 of A are below ``below``."""
-    order = probes["G_order_mean"][at]
-    ratio = probes["A_sigma_ratio"][at]
-    return all(o is not None and o < below for o in order) and all(
-        r is not None and r < below for r in ratio
-    )
-
-
 def hunt_run(
     name: str,
     steps: int | None,
@@ -475,7 +466,8 @@ def hunt_run(
 
 
 def _row_map_gains(cfg: PretrainConfig, model: torch.nn.Module, n_blocks: int, hunt: dict) -> dict:
-    """The row-map gains (:func:`kvattn.diagnostics.row_map_gain`) of the final model and of a
+    """The row-map gains (:func:`kvattn.diagnostics.collapse.row_map_gain`) of the final model and
+    of a
     fresh initialisation of its config, on the run's probe blocks."""
     text = data.load_text(cfg.corpus, max_chars=cfg.corpus_chars)
     val = data.blocks(

@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..mlp import score_cut
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
@@ -49,8 +50,6 @@ def _sym(M):
 
 
 def _best_slot_form(M, r):
-    from ..mlp import score_cut
-
     Q, K = score_cut(M, r)
     return _sym(Q.mT @ K)  # sym(Σ_s q_s k_sᵀ)
 

@@ -8,7 +8,7 @@ import torch
 
 from .. import stats
 from ..mlp import matched_slots as _matched_slots
-from ..mlp import mlp_cost
+from ..mlp import mlp_cost, score_cut
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
@@ -21,8 +21,6 @@ def _truncate_cases(gen):
 
 
 def _slot_cut(M, r):
-    from ..mlp import score_cut
-
     Q, K = score_cut(M, r)
     return Q.transpose(-1, -2) @ K  # Σ_s q_s k_sᵀ
 

@@ -6,6 +6,7 @@ import torch
 
 from .. import diagnostics
 from ._checker import Case, Exercise, Mistake, randn, register
+from .ch06 import rope_matrix
 
 
 def _rope_cases(gen):
@@ -65,8 +66,6 @@ def _plane_residuals(G, how: str = ""):
 
 
 def _rotations(d_k, n, theta, interleaved=True):
-    from .ch06 import rope_matrix
-
     return torch.stack([rope_matrix(d_k, p, theta, interleaved) for p in range(n)])
 
 

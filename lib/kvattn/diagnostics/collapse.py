@@ -1,0 +1,488 @@
+"""Inference collapse: its measures, the record pre-training keeps of them, and its criterion.
+
+* by what it does: :func:`g_substitution` (the loss when a layer's G_LM is replaced by a donor's
+  or by I), :func:`attention_shift_bound` (how far attention can move when G_LM does);
+* by the metric learner: :func:`row_map_gain`;
+* during training: :func:`collapse_measures` on fixed probes (order parameters, rank-1 audit and
+  G substitution per layer), the trajectories pre-training saves as ``probes.json``
+  (:data:`PROBES_FILE`, :func:`new_probes`, :func:`load_probes`), and :func:`collapsed`, the
+  criterion of the collapse hunt (``kvattn-reproduce hunt``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .._checks import check_finite, check_square
+from ..ablations import constant_g_from, generation_mode_logits
+from ..losses import lm_cross_entropy
+from ..pldr import PLDRLLM
+from .heads import DEDUCTIVE, deductive_profile, deductive_tensors
+from .measures import (
+    _check_blocks,
+    _check_pldrllm,
+    _check_probes,
+    cpu64,
+    rank_audit,
+)
+
+Tensor = torch.Tensor
+
+
+def row_map_gain(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
+    """How strongly each layer's metric learner still responds to its input: the largest
+    singular value of the Jacobian of the row map, median over the rows the probes visit.
+
+    The metric learner acts on each row of ``LayerNorm(A0)`` on its own: a row ``r`` of length
+    d_k goes through the residual units to the same row of A, ``φ(r)``. Its Jacobian ``∂φ/∂r``
+    (d_k × d_k) says how much A can still change when the input changes; a row map that has
+    flattened to a constant has gain 0 and makes A, hence G_LM, the same for every input
+    (row-map collapse). For each probe (at its last position, as :func:`collapse_measures`) and
+    head, every one of the d_k rows is a visited row.
+
+    Parameters
+    ----------
+    model:
+        A :class:`kvattn.pldr.PLDRLLM` with PLGA (any device; run in eval mode, mode restored).
+    probes:
+        One or more token-id tensors ``[1, S]``.
+
+    Returns
+    -------
+    CPU float64 tensor ``[L, H]``: per layer and head, the median over the visited rows of
+    ``‖∂φ/∂r‖₂`` (dimensionless: A and its input are both LayerNorm outputs). Units whose GLU
+    blocks add nothing give gain 1 (LayerNorm of a LayerNormed row is a projection); a randomly
+    initialised metric learner gives about 1.2.
+
+    Source: the row-map collapse criterion of the training-dynamics study (Gokden 2026,
+    repository PLDR-LLM-Training-Dynamics: median top singular value of the row map's Jacobian
+    over visited rows, collapsed below 0.1); computed here with ``torch.func`` (one Jacobian per
+    row) on CPU float64 copies of the LayerNorm and the units, whatever the model's device.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLGA PLDRLLM (a GPT or a constant-G model has no metric learner),
+        ``probes`` is not a list or tuple, or a probe is not an int64 (or int32) tensor.
+    ValueError
+        No probes, or a probe not of shape ``[1, S]`` with S ≥ 1.
+    """
+
+    if not isinstance(model, PLDRLLM) or model.kind != "plga":
+        raise TypeError("model must be a PLDRLLM with PLGA (only PLGA has a metric learner)")
+    _check_probes(probes, 1, "need a list of one or more probes")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            outputs = [
+                [_last_position(o) for o in out]
+                for out in deductive_tensors(model, [p.to(device) for p in probes])
+            ]
+        gains = []
+        for layer, block in enumerate(model.decoder.dec_layers):
+            attention = block.mha1
+            # CPU float64 copies of the (small) row map: the analysis convention of this module,
+            # and torch.func then never meets an accelerator's kernels or MPS's lack of float64
+            norm, units = (
+                copy.deepcopy(m).to(device="cpu", dtype=torch.float64)
+                for m in (attention.layernorm1, attention.reslayerAs)
+            )
+
+            def row_map(r: Tensor, units=units) -> Tensor:
+                for unit in units:
+                    r = unit(r)
+                return r
+
+            A0 = torch.cat([cpu64(o[layer].A0) for o in outputs])  # [P, H, d, d]
+            with torch.no_grad():
+                rows = norm(A0)
+            J = torch.func.vmap(torch.func.jacrev(row_map))(rows.reshape(-1, rows.shape[-1]))
+            gain = torch.linalg.matrix_norm(J.detach(), ord=2).reshape(rows.shape[:-1])
+            # median over the visited rows: every probe and every row of each head's matrix
+            gains.append(gain.transpose(0, 1).reshape(gain.shape[1], -1).median(-1).values)
+    finally:
+        model.train(was_training)
+    return torch.stack(gains)
+
+
+def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Tensor:
+    """Upper bound on how far each query's attention output moves when the head's bilinear form
+    changes from G to G + Δ (near-invariance theorem, chapter 9; ours).
+
+    With scores s_ij = q_i G k_jᵀ / √d_k, E = softmax over j and o_i = Σ_j E_ij v_j,
+
+        ‖o_i(G + Δ) − o_i(G)‖ ≤ (‖q_i‖ ‖Δ‖₂ / √d_k) · 2 max_j ‖k_j‖ · max_j ‖v_j‖,
+
+    because (1) the score change of query i is at most ‖q_i‖ ‖Δ‖₂ ‖k_j‖ / √d_k in size; (2) the
+    softmax moves by at most the oscillation of the score change in ℓ¹ (its Jacobian
+    diag(p) − p pᵀ maps δ to a vector of ℓ¹ norm Σ p_i·abs(δ_i − p·δ), at most max δ − min δ);
+    (3) a change of weights summing to 0 moves a weighted mean of the v_j by at most its ℓ¹
+    norm times max ‖v_j‖. The bound holds for every G, so if G_LM(x) stays within ε of one
+    constant (spectral norm), every head output stays within this bound, with ‖Δ‖₂ = ε, of the
+    constant-G model's.
+
+    Parameters
+    ----------
+    q, k, v:
+        Queries ``[..., S_q, d_k]``, keys ``[..., S_k, d_k]``, values ``[..., S_k, d_v]`` (as
+        attention sees them, after RoPE); any device.
+    delta:
+        The change of G, ``[..., d_k, d_k]`` (broadcast over the leading axes).
+
+    Returns
+    -------
+    The bound per query, ``[..., S_q]``, CPU float64.
+
+    Raises
+    ------
+    TypeError
+        If an argument is not a tensor.
+    ValueError
+        For shapes that do not fit together (leading axes that do not broadcast included), no
+        keys (S_k = 0: the maximum over keys is undefined), or non-finite entries.
+    """
+    q, k, v, delta = (cpu64(t) for t in (q, k, v, delta))
+    for name, t in (("q", q), ("k", k), ("v", v), ("delta", delta)):
+        check_finite(t, name)
+    check_square(delta, "delta")
+    try:
+        torch.broadcast_shapes(*(t.shape[:-2] for t in (q, k, v, delta)))
+        fits = min(q.ndim, k.ndim, v.ndim) >= 2
+    except RuntimeError:
+        fits = False
+    if not (fits and q.shape[-1] == k.shape[-1] == delta.shape[-1] and k.shape[-2] == v.shape[-2]):
+        raise ValueError(
+            f"shapes do not fit: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
+            f"delta {tuple(delta.shape)} (need q, k [..., S, d_k], v [..., S_k, d_v], "
+            "delta [..., d_k, d_k])"
+        )
+    if k.shape[-2] == 0:
+        raise ValueError(f"k and v have no positions (S_k = 0): k {tuple(k.shape)}")
+    d_k = q.shape[-1]
+    spectral = torch.linalg.matrix_norm(delta, ord=2)[..., None]
+    k_max = k.norm(dim=-1).amax(-1, keepdim=True)
+    v_max = v.norm(dim=-1).amax(-1, keepdim=True)
+    return q.norm(dim=-1) * spectral / math.sqrt(d_k) * 2 * k_max * v_max
+
+
+@dataclass(frozen=True)
+class GSubstitution:
+    """What freezing G_LM at other inputs' values does to a model's predictions.
+
+    ``delta_loss[d]``: mean next-token loss of the constant-G model built from donor d's G_LM
+    minus the model's own (nats/token, on the same blocks, each position seeing its prefix);
+    ``agreement[d]``: the share of positions whose greedy next token is unchanged;
+    ``identity_delta``: the same loss difference with G_LM = I in every head (the G = I
+    substitution: SDPA's form with the PLDR weights, not a trained SDPA model), the scale
+    against which ``delta_loss`` is small or large; ``loss``: the model's own loss.
+    """
+
+    loss: float
+    delta_loss: Tensor
+    agreement: Tensor
+    identity_delta: float
+
+    @property
+    def share_of_g_effect(self) -> float:
+        """Mean ``delta_loss`` as a share of ``identity_delta``: 0 when any input's G_LM does as
+        well as the input's own (collapse, functionally), 1 when a frozen G_LM is no better
+        than none; ``nan`` when ``identity_delta`` is exactly 0 (G_LM = I changes nothing, so
+        there is no scale: a model whose G_LM is the identity)."""
+        if not self.identity_delta:
+            return math.nan
+        return float(self.delta_loss.mean()) / self.identity_delta
+
+
+@torch.no_grad()
+def g_substitution(model: PLDRLLM, ids: Tensor, donors: list[Tensor]) -> GSubstitution:
+    """The functional measure of collapse: replace every layer's G_LM by the value it takes on a
+    donor input (the G ablation of the PLDR-LLM papers, :func:`kvattn.ablations.constant_g_from`)
+    and measure the loss and the greedy tokens on ``ids``, for each donor (for the prefix density,
+    its G_LM at the donor's last position, which sums over the whole donor).
+
+    ``model``: a :class:`kvattn.pldr.PLDRLLM` (PLGA or constant-G); ``ids``: evaluation blocks,
+    int64 ``[B, S + 1]`` (inputs are ``ids[:, :-1]``, targets ``ids[:, 1:]``, pad targets left
+    out of the loss); ``donors``: a list of token-id tensors ``[1, S_d]``, one sequence each
+    (all on the model's device). The model's own loss and greedy tokens are those of generation
+    (:func:`kvattn.ablations.generation_mode_logits`), since a full pass with the published block
+    density sees later tokens while a constant-G model does not.
+    Unlike an order parameter, the result does not depend on how large the mean of G_LM is, only
+    on what changing it does.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLDRLLM (a GPT has no G_LM); ``ids`` is not an int64 tensor;
+        ``donors`` is not a list or tuple (one tensor of several donors included), or a donor is
+        not an int64 (or int32) tensor.
+    ValueError
+        No donors, a donor not of shape ``[1, S_d]`` with S_d ≥ 1, ``ids`` not of shape
+        ``[B, S + 1]`` with B, S ≥ 1, or every target ``ids[:, 1:]`` is ``pad_token_id`` (the
+        loss would average over nothing).
+    """
+    _check_pldrllm(model)
+    _check_probes(donors, 1, "need at least one donor input", "donors")
+    _check_blocks(ids, "ids", model.config.pad_token_id)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    pad = model.config.pad_token_id
+
+    def run(m, logits=None) -> tuple[float, Tensor]:
+        logits = m(inputs).logits if logits is None else logits
+        return lm_cross_entropy(logits, targets, pad).item(), logits.argmax(-1)
+
+    # the model's own predictions as a decoder makes them: with a generated G_LM and the block
+    # density a full pass sees later tokens; a constant-G or prefix-density model is causal, and
+    # its full pass is computed exactly as the constant-G models' below
+    cfg = model.config
+    leaks = cfg.custom_G_type is None and cfg.density == "block"
+    loss, greedy = run(model, generation_mode_logits(model, ids) if leaks else None)
+    deltas, agreements = [], []
+    for donor in donors:
+        outs = model(donor, output_pldr_attentions=True).pldr_attentions
+        # a generated G_LM is [1, H, d_k, d_k] ([1, H, S_d, d_k, d_k] for the prefix density:
+        # the last position's sums over the whole donor); a constant-G model reports [H, d_k, d_k]
+        G = [_last_position(o).G_LM[0] if o.G_LM.ndim >= 4 else o.G_LM for o in outs]
+        donor_loss, donor_greedy = run(constant_g_from(model, G))
+        deltas.append(donor_loss - loss)
+        agreements.append((donor_greedy == greedy).float().mean().item())  # MPS: no float64
+    eye = torch.eye(model.config.d_k, device=G[0].device, dtype=G[0].dtype)
+    identity_loss, _ = run(constant_g_from(model, [eye.expand_as(g) for g in G]))
+    return GSubstitution(
+        loss,
+        torch.tensor(deltas, dtype=torch.float64),
+        torch.tensor(agreements, dtype=torch.float64),
+        identity_loss - loss,
+    )
+
+
+#: Per-layer measures of :func:`collapse_measures`, each kept per head (``[L, H]``).
+COLLAPSE_LAYER_MEASURES = (
+    "G_order_mean",
+    "G_order_rms",
+    "G_spread",
+    "A_sigma_ratio",
+    "A_row_spread",
+)
+
+
+#: Whole-model measures of :func:`collapse_measures` (the G substitution of every layer at once).
+COLLAPSE_MODEL_MEASURES = ("loss", "delta_loss", "agreement", "identity_delta", "share_of_g_effect")
+
+
+@dataclass(frozen=True)
+class CollapseMeasures:
+    """How close a PLDR-LLM is to inference collapse, on fixed probe inputs.
+
+    ``heads[name]``: for every name in :data:`COLLAPSE_LAYER_MEASURES`, a CPU float64 tensor
+    ``[L, H]`` (layer, head), all dimensionless:
+
+    * ``G_order_mean``, ``G_order_rms``: the entrywise order parameter of G_LM between the first
+      probe and each other probe, averaged over the others (:func:`order_parameter`, by the
+      magnitude of the mean, as the SOC paper, and by the RMS, as the audit); ``nan`` where the
+      normalisation by the mean is undefined (see :class:`DeductiveProfile`);
+    * ``G_spread``: the entrywise standard deviation of G_LM across the probes, rms over the
+      entries, over the rms of the first probe's G_LM (:meth:`DeductiveProfile.relative_spread`);
+    * ``A_sigma_ratio``, ``A_row_spread``: σ2/σ1 of the metric learner output A and its row
+      spread (:func:`rank_audit`), averaged over the probes; ``nan`` for a model that computes no
+      A (a constant-G model).
+
+    The whole-model fields come from :func:`g_substitution` with the probes as donors:
+    ``loss`` (the model's own loss on the evaluation blocks, nats/token), ``delta_loss`` and
+    ``agreement`` (averaged over the donors), ``identity_delta`` (G_LM = I) and
+    ``share_of_g_effect`` (mean ``delta_loss`` over ``identity_delta``; ``nan`` when
+    ``identity_delta`` is exactly 0).
+    """
+
+    heads: dict[str, Tensor]
+    loss: float
+    delta_loss: float
+    agreement: float
+    identity_delta: float
+    share_of_g_effect: float
+
+    def layers(self, name: str) -> Tensor:
+        """``heads[name]`` averaged over heads, ``[L]`` (CPU float64)."""
+        return self.heads[name].mean(-1)
+
+    def as_record(self) -> dict:
+        """Plain JSON-ready values: ``name`` → one float per layer and ``name + "_heads"`` → one
+        list per layer of one float per head for the per-layer measures, a float for each
+        whole-model measure; ``None`` stands for ``nan`` (JSON has no NaN)."""
+
+        def plain(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        record: dict = {}
+        for name in COLLAPSE_LAYER_MEASURES:
+            record[name] = [plain(float(v)) for v in self.layers(name)]
+            record[f"{name}_heads"] = [[plain(float(v)) for v in row] for row in self.heads[name]]
+        for name in COLLAPSE_MODEL_MEASURES:
+            record[name] = plain(float(getattr(self, name)))
+        return record
+
+
+def _last_position(outputs):
+    """The deductive outputs of a prefix-density layer (``[B, H, S, d_k, d_k]``) at the last
+    position, whose density sums over the whole probe as the block density does; others as
+    they are."""
+    import dataclasses
+
+    return dataclasses.replace(
+        outputs,
+        **{
+            name: t[:, :, -1]
+            for name in (*DEDUCTIVE, "A0")
+            if (t := getattr(outputs, name)) is not None and t.ndim == 5
+        },
+    )
+
+
+@torch.no_grad()
+def collapse_measures(model: PLDRLLM, probes: list[Tensor], eval_ids: Tensor) -> CollapseMeasures:
+    """Order parameters, rank-1 audit and functional measure of collapse of ``model`` on fixed
+    probes: the quantities a pre-training run records as trajectories (``probe_every`` of
+    :class:`kvattn.pretrain.PretrainConfig`).
+
+    Parameters
+    ----------
+    model:
+        A :class:`kvattn.pldr.PLDRLLM` (PLGA or constant-G) on any device. It runs in eval mode
+        and gets its mode back; the global random stream is left as it was (building the
+        constant-G models of the substitution draws initial weights from it).
+    probes:
+        Two or more token-id tensors ``[1, S_p]``, any device: the inputs between which G_LM is
+        compared, and the donors of the substitution. For the prefix density, each probe's
+        tensors are taken at its last position.
+    eval_ids:
+        Blocks ``[B, S + 1]`` (any device) on which the substitution is scored
+        (:func:`g_substitution`); best distinct from the probes.
+
+    Returns
+    -------
+    :class:`CollapseMeasures`, CPU float64. A constant-G model gives exactly 0 for the order
+    parameters, the spread and ``delta_loss``; a model with input-dependent G_LM gives positive
+    values.
+
+    Source: the order parameter of [gokden2026soc] (§3) and of the numerical audit of
+    [gokden2026mathfoundations], its rank-1 audit of A, the G ablation of [gokden2025kvg] as a
+    loss difference (chapter 9); the combination and the fixed probes are ours (bracketed keys
+    cite ``book/references.bib``).
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLDRLLM (a GPT has no G_LM), ``probes`` is not a list or tuple, a
+        probe is not an int64 (or int32) tensor, or ``eval_ids`` is not an int64 tensor.
+    ValueError
+        Fewer than two probes, a probe not of shape ``[1, S]`` with S ≥ 1, ``eval_ids`` not
+        ``[B, S + 1]`` with B, S ≥ 1, or every target ``eval_ids[:, 1:]`` is ``pad_token_id``.
+    """
+    _check_pldrllm(model)
+    _check_probes(probes, 2, "need a list of at least two probes to compare G_LM between inputs")
+    _check_blocks(eval_ids, "eval_ids", model.config.pad_token_id)
+    device = next(model.parameters()).device
+    probes = [p.to(device) for p in probes]
+    was_training = model.training
+    model.eval()
+    # Only the CPU stream is forked: constant_g_from builds its models on the CPU, then moves them.
+    with torch.random.fork_rng(devices=[]):
+        try:
+            outputs = [[_last_position(o) for o in out] for out in deductive_tensors(model, probes)]
+            sub = g_substitution(model, eval_ids.to(device), probes)
+        finally:
+            model.train(was_training)
+    L = len(outputs[0])
+    H = model.config.num_attention_heads
+    heads = {
+        name: torch.full((L, H), math.nan, dtype=torch.float64) for name in COLLAPSE_LAYER_MEASURES
+    }
+    for layer in range(L):
+        for head in range(H):
+            profile = deductive_profile(outputs, layer, head)
+            heads["G_order_mean"][layer, head] = profile.order["G_LM"]
+            heads["G_order_rms"][layer, head] = profile.order_rms["G_LM"]
+            heads["G_spread"][layer, head] = profile.relative_spread("G_LM")
+        if outputs[0][layer].A is not None:
+            audit = rank_audit(torch.cat([o[layer].A for o in outputs]), head_dim=1)
+            heads["A_sigma_ratio"][layer] = audit.sigma_ratio.mean(0)
+            heads["A_row_spread"][layer] = audit.row_spread.mean(0)
+    delta = float(sub.delta_loss.mean())
+    return CollapseMeasures(
+        heads=heads,
+        loss=sub.loss,
+        delta_loss=delta,
+        agreement=float(sub.agreement.mean()),
+        identity_delta=sub.identity_delta,
+        share_of_g_effect=delta / sub.identity_delta + 0.0 if sub.identity_delta else math.nan,
+    )
+
+
+#: The file of a checkpoint that holds the collapse-measure trajectories.
+PROBES_FILE = "probes.json"
+
+
+def new_probes(probe_blocks: int) -> dict:
+    """An empty trajectory: ``probe_blocks``, ``step`` and one list per recorded measure."""
+    names = [*COLLAPSE_LAYER_MEASURES, *(f"{n}_heads" for n in COLLAPSE_LAYER_MEASURES)]
+    names += COLLAPSE_MODEL_MEASURES
+    return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names}}
+
+
+def load_probes(path: str | Path) -> dict:
+    """The collapse-measure trajectories a pre-training run with ``probe_every`` saved.
+
+    ``path``: a ``probes.json`` file, a checkpoint folder holding one, or a run's ``out_dir``
+    (its ``checkpoint/``). The result is plain JSON: ``step`` (optimiser steps done when the
+    measures were taken, 0 = before training), ``probe_blocks``, and for every measure of
+    :class:`kvattn.diagnostics.collapse.CollapseMeasures` one list with an entry per step: per layer
+    (``G_order_mean`` …), per layer and head (``G_order_mean_heads`` …) or one number
+    (``delta_loss`` …); ``None`` where a value is undefined (nan). It is what
+    :func:`kvattn.figures.collapse_trajectories` draws.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``probes.json`` there.
+    ValueError
+        Not a JSON object with a ``step`` list and the lists of every measure, one entry per step.
+    """
+    path = Path(path)
+    for candidate in (path, path / PROBES_FILE, path / "checkpoint" / PROBES_FILE):
+        if candidate.is_file():
+            break
+    else:
+        raise FileNotFoundError(f"no {PROBES_FILE} in {path} (was the run made with probe_every?)")
+    try:
+        probes = json.loads(candidate.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{candidate} is not valid JSON: {err}") from None
+    if not isinstance(probes, dict) or not isinstance(probes.get("step"), list):
+        raise ValueError(f"{candidate} must hold a JSON object with a 'step' list")
+    expected = set(new_probes(0))
+    missing = sorted(expected - set(probes))
+    if missing:
+        raise ValueError(f"{candidate} lacks the measures {', '.join(missing)}")
+    for name in expected - {"probe_blocks", "step"}:
+        if not isinstance(probes[name], list) or len(probes[name]) != len(probes["step"]):
+            raise ValueError(f"{candidate}: {name!r} must be a list with one entry per step")
+    return probes
+
+
+def collapsed(probes: dict, at: int, below: float) -> bool:
+    """Whether probe ``at`` (an index into ``probes["step"]``) of a trajectory as
+    :func:`load_probes` returns it meets the collapse hunt's criterion: in every layer, the
+    ``|mean|`` order parameter of G_LM and σ2/σ1 of A are below ``below`` (both dimensionless).
+    An undefined value (``None``) does not count as collapsed."""
+    order = probes["G_order_mean"][at]
+    ratio = probes["A_sigma_ratio"][at]
+    return all(o is not None and o < below for o in order) and all(
+        r is not None and r < below for r in ratio
+    )
