@@ -36,7 +36,7 @@ def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
     ``ids [B, S + 1]`` (int64 or int32, on the model's device) holds blocks as
     :func:`kvattn.data.blocks` cuts them: inputs ``ids[:, :-1]``, targets ``ids[:, 1:]``, with
     S <= ``max_position_embeddings``. The logits for target t are the last logits of a full pass
-    over ``ids[:, :t + 1]``: what decoding mode ``"none"`` of :meth:`DecoderLM.generate`
+    over ``ids[:, :t + 1]``: what decoding mode ``"none"`` of :meth:`kvattn.pldr.DecoderLM.generate`
     computes for the token after that prefix, so this is the loss of a decoder teacher-forced one
     token at a time. As in the training loss (:func:`kvattn.losses.lm_cross_entropy`), targets
     equal to ``pad_token_id`` are left out and pad ids are masked as keys.
@@ -48,8 +48,8 @@ def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
     with later tokens too; the full-pass loss, which the reference's training and validation
     report, then differs from the loss of generation, which this gives.
     The ``"kv"`` cache would be cheaper, but with the block density and more than one layer it is
-    not exact (see :meth:`DecoderLM.generate`), so every prefix is recomputed: S passes of
-    lengths 1 to S, each batched over B, about S/2 times the work of one full pass. The model
+    not exact (see :meth:`kvattn.pldr.DecoderLM.generate`), so every prefix is recomputed: S passes
+    of lengths 1 to S, each batched over B, about S/2 times the work of one full pass. The model
     runs in eval mode and gets its mode back.
 
     Raises

@@ -27,7 +27,7 @@ EPSILON_A = 1e-9
 MASK_VALUE = -1e9
 
 
-#: Decoding modes of :meth:`DecoderLM.generate`.
+#: Decoding modes of :meth:`kvattn.pldr.DecoderLM.generate`.
 CACHE_MODES = ("none", "kv", "kv+g")
 
 

@@ -25,7 +25,7 @@ MIN_TEMPERATURE = torch.finfo(torch.float32).tiny
 def check_decoding_args(
     max_new_tokens: int, cache: str | None, temperature: float, top_p: float
 ) -> None:
-    """Check the decoding arguments of :meth:`DecoderLM.generate` (and of
+    """Check the decoding arguments of :meth:`kvattn.pldr.DecoderLM.generate` (and of
     :func:`kvattn.generate.generate_text`, before it loads anything).
 
     ``max_new_tokens``: an int >= 0; ``cache``: None or one of :data:`CACHE_MODES`;

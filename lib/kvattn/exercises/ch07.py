@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from .. import config, diagnostics, pldr
 from ..checkpoint import load_pretrained
 from ..data import load_tokenizer, shipped
+from ..diagnostics.measures import _attention, _index
 from ._checker import Case, Exercise, Mistake, causal_mask, randn, register
 
 
@@ -171,8 +172,8 @@ def shipped_head(model: pldr.PLDRLLM, ids: torch.Tensor, layer: int, head: int) 
     if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[0] != 1:
         got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"ids must be token ids of shape (1, S), got {got}")
-    attn = diagnostics._attention(model, layer)
-    diagnostics._index(head, "head", attn.cfg.num_attention_heads)
+    attn = _attention(model, layer)
+    _index(head, "head", attn.cfg.num_attention_heads)
     x = diagnostics.attention_input(model, ids, layer)
     H, d_k = attn.cfg.num_attention_heads, attn.cfg.d_k
 
