@@ -707,9 +707,10 @@ def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
     trajectories equal the uninterrupted run's, in memory and in probes.json; a resume that
     changes the probes is refused."""
     import kvattn.diagnostics as D
+    import kvattn.pretrain as P
 
     full = pretrain(config(tmp_path / "a", probe_every=2), progress=False)
-    original = D.collapse_measures
+    original = P.collapse_measures
     calls = {"n": 0}
 
     def interrupting(*args, **kwargs):
@@ -718,10 +719,10 @@ def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(D, "collapse_measures", interrupting)
+    monkeypatch.setattr(P, "collapse_measures", interrupting)
     with pytest.raises(KeyboardInterrupt):
         pretrain(config(tmp_path / "b", probe_every=2), progress=False)
-    monkeypatch.setattr(D, "collapse_measures", original)
+    monkeypatch.setattr(P, "collapse_measures", original)
     assert D.load_probes(tmp_path / "b" / "run")["step"] == [0, 2]
     with pytest.raises(ValueError, match="measured with probe_blocks=4, now 3"):
         pretrain(config(tmp_path / "b", probe_every=2, probe_blocks=3), resume=True, progress=False)

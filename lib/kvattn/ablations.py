@@ -55,7 +55,7 @@ def generation_mode_loss(model: DecoderLM, ids: Tensor) -> float:
     Raises
     ------
     TypeError
-        ``model`` is not a :class:`DecoderLM`; ``ids`` is not an int64/int32 tensor.
+        ``model`` is not a :class:`~kvattn.pldr.DecoderLM`; ``ids`` is not an int64/int32 tensor.
     ValueError
         ``ids`` not of shape ``[B >= 1, S + 1]`` with 1 <= S <= ``max_position_embeddings``;
         ids outside [0, vocab_size); ``ids`` on another device than the model; no target that
@@ -107,9 +107,9 @@ def constant_g_from(model: PLDRLLM, G: list[Tensor]) -> PLDRLLM:
     This is the G ablation of the papers (v510G/v510Gi): every weight outside the metric learner
     and the PLGA tensors transfers; ``G`` is typically the G_LM a trained model produces.
 
-    Raises ``TypeError`` when ``model`` is not a :class:`PLDRLLM` or ``G`` is not a list of
-    floating-point tensors, ``ValueError`` for a wrong number of layers or a wrong shape; both
-    before the new model is built.
+    Raises ``TypeError`` when ``model`` is not a :class:`~kvattn.pldr.PLDRLLM` or ``G`` is not a
+    list of floating-point tensors, ``ValueError`` for a wrong number of layers or a wrong shape;
+    both before the new model is built.
     """
     if not isinstance(model, PLDRLLM):
         raise TypeError(f"model must be a PLDRLLM, got {type(model).__name__}")

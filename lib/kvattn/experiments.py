@@ -153,7 +153,8 @@ def paired_contrast(
     ------
     ValueError
         Lists of different lengths or shorter than 2, a value that is not a finite number (each is
-        named with its index), or bad ``alpha``/``power`` (as :func:`minimum_detectable_effect`).
+        named with its index), or bad ``alpha``/``power`` (as
+        :func:`~kvattn.stats.minimum_detectable_effect`).
     """
     d = paired_difference(symmetric, gated, names=("symmetric", "gated"))
     mde = minimum_detectable_effect(d.sd, d.n, alpha, power)

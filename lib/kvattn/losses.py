@@ -89,8 +89,8 @@ def dag_loss(M: Tensor) -> Tensor:
     """The reference's DAG regulariser ``ℓ(M) = |log(tr(exp(M∘M)) / d)|``, per matrix ``[...]``.
 
     It is log(1 + h(M)/d) in absolute value, with h the NOTEARS acyclicity function
-    (:func:`notears_h`); zero exactly when M∘M is nilpotent (M is the weighted adjacency of a DAG).
-    PLDR-LLM v510_dag applies it to A_LM, A_P and G_LM (not to A) with separate coefficients.
-    Raises as :func:`log_trace_expm_squared`.
+    (:func:`~kvattn.diagnostics.measures.notears_h`); zero exactly when M∘M is nilpotent (M is the
+    weighted adjacency of a DAG). PLDR-LLM v510_dag applies it to A_LM, A_P and G_LM (not to A) with
+    separate coefficients. Raises as :func:`log_trace_expm_squared`.
     """
     return (log_trace_expm_squared(M) - math.log(M.shape[-1])).abs()

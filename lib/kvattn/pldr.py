@@ -784,7 +784,8 @@ class PLDRLLM(DecoderLM):
 
 class GPT(DecoderLM):
     """The same decoder with scaled dot-product attention (G_LM = I, no metric learner): the
-    baseline of the same size. Takes a :class:`PLDRConfig`; PLGA-only fields are ignored.
+    baseline of the same size. Takes a :class:`~kvattn.config.PLDRConfig`; PLGA-only fields are
+    ignored.
 
     :func:`kvattn.checkpoint.save_pretrained` writes it as the published format's identity-G
     PLDR-LLM (``custom_G_type "identity"``), which the published loader runs as this model;

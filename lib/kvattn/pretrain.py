@@ -278,7 +278,8 @@ RESUMABLE_CHANGES = frozenset(
 @dataclass
 class PretrainResult:
     """The trained model (unwrapped), its tokenizer, the loss history, the output folder and, with
-    ``probe_every``, the collapse-measure trajectories (as :func:`load_probes` returns them)."""
+    ``probe_every``, the collapse-measure trajectories (as
+    :func:`~kvattn.diagnostics.collapse.load_probes` returns them)."""
 
     model: nn.Module
     tokenizer: object
@@ -393,12 +394,13 @@ def _prepare_out_dir(out_dir: Path, ckpt: Path, cfg: PretrainConfig, resume: boo
 def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True) -> PretrainResult:
     """Pre-train a PLDR-LLM or GPT on ``cfg.corpus``; runs unchanged under ``torchrun``.
 
-    The run writes ``out_dir/checkpoint/``: the model in the published format
-    (``config.json``, ``model.safetensors``), ``tokenizer.model`` (SentencePiece) and the
-    trainer state (``optimizer.safetensors``, ``trainer_state.json``), and with ``probe_every``
-    the collapse-measure trajectories (``probes.json``, see :func:`load_probes`). Every step's
-    batch is a function of (seed, step) alone, so ``resume=True`` continues exactly where the
-    checkpoint left off and reproduces the uninterrupted loss curve and trajectories.
+    The run writes ``out_dir/checkpoint/``: the model in the published format (``config.json``,
+    ``model.safetensors``), ``tokenizer.model`` (SentencePiece) and the trainer state
+    (``optimizer.safetensors``, ``trainer_state.json``), and with ``probe_every`` the
+    collapse-measure trajectories (``probes.json``, see
+    :func:`~kvattn.diagnostics.collapse.load_probes`). Every step's batch is a function of (seed,
+    step) alone, so ``resume=True`` continues exactly where the checkpoint left off and reproduces
+    the uninterrupted loss curve and trajectories.
 
     Nothing is lost: before any work, an out_dir that already holds a checkpoint is refused
     unless ``resume`` (continue it) or ``cfg.overwrite`` (replace it at the first new checkpoint);
@@ -414,10 +416,10 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
 
     DDP is on when the environment sets ``WORLD_SIZE`` > 1 (``torchrun`` does, with ``RANK``,
     ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``). Each process takes ``cuda:LOCAL_RANK``
-    (see :func:`select_device`); the processes wait for each other, at the rendezvous and in every
-    collective, at most :data:`DDP_TIMEOUT_S` seconds, or as many as the environment variable
-    ``KVATTN_DDP_TIMEOUT_S`` says, and the process group this call starts is destroyed when it
-    returns.
+    (see :func:`~kvattn.distributed.select_device`); the processes wait for each other, at the
+    rendezvous and in every collective, at most :data:`~kvattn.distributed.DDP_TIMEOUT_S` seconds,
+    or as many as the environment variable ``KVATTN_DDP_TIMEOUT_S`` says, and the process group this
+    call starts is destroyed when it returns.
 
     Raises
     ------

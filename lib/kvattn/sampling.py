@@ -28,7 +28,7 @@ def check_decoding_args(
     """Check the decoding arguments of :meth:`kvattn.pldr.DecoderLM.generate` (and of
     :func:`kvattn.generate.generate_text`, before it loads anything).
 
-    ``max_new_tokens``: an int >= 0; ``cache``: None or one of :data:`CACHE_MODES`;
+    ``max_new_tokens``: an int >= 0; ``cache``: None or one of :data:`~kvattn.config.CACHE_MODES`;
     ``temperature``: a real number, 0 (greedy) or in [:data:`MIN_TEMPERATURE`, ∞);
     ``top_p``: a real number in (0, 1]. Raises ``TypeError`` for a wrong type (strings, and
     bools where numbers are expected, are never converted), ``ValueError`` for a wrong value.

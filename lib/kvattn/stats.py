@@ -1,4 +1,4 @@
-"""The statistics of the course's designed experiments, on :mod:`scipy.stats`.
+"""The statistics of the course's designed experiments, on ``scipy.stats``.
 
 * the paired comparison of two configurations over the same seeds (:func:`paired_difference`):
   mean difference, standard error, Student's t and its two-sided p-value;
@@ -45,7 +45,7 @@ def paired_difference(
     """Compare per-seed results ``a`` and ``b`` (same seeds, same order) with a paired t-test.
 
     The differences are taken in float64; t = mean / se with se = sd / √n (sd with n − 1), and
-    p = P(|T| ≥ |t|) for Student's T with n − 1 degrees of freedom (``scipy.stats.t``). When all
+    p = P(``|T| ≥ |t|``) for Student's T with n − 1 degrees of freedom (``scipy.stats.t``). When all
     differences are equal, se = 0: t is ±inf (p = 0) for a non-zero mean and 0 (p = 1) for none.
     ``names`` name the two lists in error messages.
 

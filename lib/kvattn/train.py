@@ -516,9 +516,9 @@ def check_optimiser(
     clip_norm: object,
     clip_norm_name: str = "clip_norm",
 ) -> None:
-    """The optimiser settings :func:`train` and :class:`PretrainConfig` share, checked before any
-    work: a negative clip or ratio would not fail, it would blow the loss up, and a rate of
-    :data:`MAX_LR` or more would overflow inside AdamW."""
+    """The optimiser settings :func:`train` and :class:`~kvattn.pretrain.PretrainConfig` share,
+    checked before any work: a negative clip or ratio would not fail, it would blow the loss up, and
+    a rate of :data:`MAX_LR` or more would overflow inside AdamW."""
     if not is_real(lr) or not 0 < lr < MAX_LR:
         raise ValueError(f"lr must be a positive finite number below {MAX_LR:g}, got {lr!r}")
     if not is_real(min_lr_ratio) or not 0 <= min_lr_ratio <= 1:

@@ -281,18 +281,20 @@ COLLAPSE_MODEL_MEASURES = ("loss", "delta_loss", "agreement", "identity_delta", 
 class CollapseMeasures:
     """How close a PLDR-LLM is to inference collapse, on fixed probe inputs.
 
-    ``heads[name]``: for every name in :data:`COLLAPSE_LAYER_MEASURES`, a CPU float64 tensor
-    ``[L, H]`` (layer, head), all dimensionless:
+    ``heads[name]``: for every name in :data:`~kvattn.diagnostics.collapse.COLLAPSE_LAYER_MEASURES`,
+    a CPU float64 tensor ``[L, H]`` (layer, head), all dimensionless:
 
     * ``G_order_mean``, ``G_order_rms``: the entrywise order parameter of G_LM between the first
-      probe and each other probe, averaged over the others (:func:`order_parameter`, by the
-      magnitude of the mean, as the SOC paper, and by the RMS, as the audit); ``nan`` where the
-      normalisation by the mean is undefined (see :class:`DeductiveProfile`);
+      probe and each other probe, averaged over the others
+      (:func:`~kvattn.diagnostics.measures.order_parameter`, by the magnitude of the mean, as the
+      SOC paper, and by the RMS, as the audit); ``nan`` where the normalisation by the mean is
+      undefined (see :class:`~kvattn.diagnostics.heads.DeductiveProfile`);
     * ``G_spread``: the entrywise standard deviation of G_LM across the probes, rms over the
-      entries, over the rms of the first probe's G_LM (:meth:`DeductiveProfile.relative_spread`);
-    * ``A_sigma_ratio``, ``A_row_spread``: σ2/σ1 of the metric learner output A and its row
-      spread (:func:`rank_audit`), averaged over the probes; ``nan`` for a model that computes no
-      A (a constant-G model).
+      entries, over the rms of the first probe's G_LM
+      (:meth:`~kvattn.diagnostics.heads.DeductiveProfile.relative_spread`);
+    * ``A_sigma_ratio``, ``A_row_spread``: σ2/σ1 of the metric learner output A and its row spread
+      (:func:`~kvattn.diagnostics.measures.rank_audit`), averaged over the probes; ``nan`` for a
+      model that computes no A (a constant-G model).
 
     The whole-model fields come from :func:`g_substitution` with the probes as donors:
     ``loss`` (the model's own loss on the evaluation blocks, nats/token), ``delta_loss`` and

@@ -217,15 +217,15 @@ DEDUCTIVE = ("A", "A_LM", "A_P", "G_LM")
 class DeductiveProfile:
     """One head of a PLGA layer over several prompts.
 
-    ``first[name]``: the tensor on the first prompt, ``[d_k, d_k]``; ``spread[name]``: its
-    standard deviation across the prompts, entry by entry; ``order[name]``: the order parameter
-    (SOC normalisation: RMSE over the magnitude of the mean) between the first prompt and each
-    other, averaged; ``order_rms[name]``: the same with the audit's RMS normalisation; for every
-    name in :data:`DEDUCTIVE` that the model computes (a constant-G model has G_LM only).
-    ``order`` is ``nan`` where its normalisation is undefined (the first prompt's tensor has mean
-    exactly 0 and another prompt's differs, as A of a freshly initialised model): see
-    :func:`order_parameter`. ``label`` names the model (e.g. "trained") for explorers that
-    compare several.
+    ``first[name]``: the tensor on the first prompt, ``[d_k, d_k]``; ``spread[name]``: its standard
+    deviation across the prompts, entry by entry; ``order[name]``: the order parameter (SOC
+    normalisation: RMSE over the magnitude of the mean) between the first prompt and each other,
+    averaged; ``order_rms[name]``: the same with the audit's RMS normalisation; for every name in
+    :data:`~kvattn.diagnostics.heads.DEDUCTIVE` that the model computes (a constant-G model has G_LM
+    only). ``order`` is ``nan`` where its normalisation is undefined (the first prompt's tensor has
+    mean exactly 0 and another prompt's differs, as A of a freshly initialised model): see
+    :func:`~kvattn.diagnostics.measures.order_parameter`. ``label`` names the model (e.g. "trained")
+    for explorers that compare several.
     """
 
     layer: int
@@ -267,7 +267,7 @@ def deductive_profile(
     a constant-G model) are left out; a constant-G model's G_LM ``[H, d_k, d_k]`` is the same for
     every prompt. For the prefix density (tensors ``[1, H, S, d_k, d_k]``), each prompt's tensors
     are taken at its last position, whose density sums over the whole prompt (as
-    :func:`collapse_measures` does).
+    :func:`~kvattn.diagnostics.collapse.collapse_measures` does).
 
     Raises
     ------

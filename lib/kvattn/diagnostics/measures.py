@@ -111,7 +111,7 @@ def notears_h(M: Tensor) -> Tensor:
     """The NOTEARS acyclicity function h(M) = tr(exp(M∘M)) − d (Zheng et al. 2018), in float64.
 
     Returns ``inf`` where the trace exceeds float64's range (its log is finite: see
-    :func:`log_trace_expm_squared`); a CPU tensor ``[...]`` for ``M`` on any device.
+    :func:`~kvattn.losses.log_trace_expm_squared`); a CPU tensor ``[...]`` for ``M`` on any device.
     """
     log_tr = log_trace_expm_squared(cpu64(M))
     return torch.exp(log_tr) - M.shape[-1]
