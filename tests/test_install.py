@@ -99,7 +99,7 @@ def test_non_editable_install_finds_shipped_data_outside_the_repository(tmp_path
     assert "data/collapse_hunt/base.json: kvattn-reproduce hunt base" in listed.stdout
     assert "data/corpora/: kvattn-reproduce corpora" in listed.stdout
     entry_points = next(target.glob("kvattn-*.dist-info")) / "entry_points.txt"
-    assert "kvattn-reproduce = kvattn.reproduce:main" in entry_points.read_text()
+    assert "kvattn-reproduce = kvattn.reproduce.cli:main" in entry_points.read_text()
     # every checkpoint and recipe is in the install, byte for byte (README.md is the clone's)
     wanted = {p.relative_to(ROOT / "data") for p in (ROOT / "data").rglob("*") if p.is_file()}
     wanted.discard(Path("README.md"))

@@ -18,6 +18,9 @@ import torch
 from kvattn import data, experiments, reproduce
 from kvattn.checkpoint import load_pretrained
 from kvattn.data import CORPORA, corpus_snapshot, interpreter_text, load_text
+from kvattn.reproduce import checkpoints as repro_checkpoints
+from kvattn.reproduce import files as repro_files
+from kvattn.reproduce import hunt as repro_hunt
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -173,7 +176,9 @@ def no_training(monkeypatch):
         raise AssertionError("training started")
 
     for module, name in (
-        (reproduce, "pretrain"),
+        (repro_checkpoints, "pretrain"),
+        (repro_hunt, "pretrain"),
+        (data, "tokenize"),
         (experiments, "symmetry_contrast"),
         (experiments, "swish_beta_dose_response"),
     ):
@@ -192,7 +197,7 @@ def test_bad_requests_are_refused_before_any_work(tmp_path, capsys, monkeypatch)
     monkeypatch.chdir(tmp_path)
     out = ["--out", str(tmp_path / "out")]
     assert "unknown hunt run ['nope']" in _refused(["hunt", "nope", *out], capsys)
-    assert "must be a positive integer, got -100" in _refused(
+    assert "must be an integer >= 1, got -100" in _refused(
         ["hunt", "base", "--steps", "-100", *out], capsys
     )
     assert "--ship needs the names" in _refused(["hunt", "--ship", *out], capsys)
@@ -227,7 +232,7 @@ def test_existing_outputs_and_runs_are_never_replaced_unasked(tmp_path, capsys):
     assert record.read_text() == "mine"
     # a folder where the record goes (the audit's `--out <a directory>`)
     (out / "experiments" / "contrast.json").mkdir()
-    assert "exist and would be replaced" in _refused(["contrast", "--out", str(out)], capsys)
+    assert "is a folder where a file goes" in _refused(["contrast", "--out", str(out)], capsys)
     # a finished run is neither restarted nor replaced without a flag
     runs = tmp_path / "runs"
     (runs / "collapse_hunt" / "base" / "checkpoint").mkdir(parents=True)
@@ -239,7 +244,7 @@ def test_existing_outputs_and_runs_are_never_replaced_unasked(tmp_path, capsys):
 
 
 def test_nothing_is_written_into_an_installed_kvattn(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(reproduce, "_installed_data", lambda: tmp_path / "kvattn" / "_shipped")
+    monkeypatch.setattr(repro_files, "installed_data", lambda: tmp_path / "kvattn" / "_shipped")
     err = _refused(["corpora", "--out", str(tmp_path / "kvattn" / "_shipped")], capsys)
     assert "inside the installed kvattn" in err
 
@@ -250,7 +255,7 @@ def test_a_failed_hunt_run_fails_the_command(tmp_path, monkeypatch, capsys):
             raise FloatingPointError("non-finite loss at step 3")
         return tmp_path / f"{name}.json"
 
-    monkeypatch.setattr(reproduce, "hunt_run", fake_run)
+    monkeypatch.setattr(repro_hunt, "hunt_run", fake_run)
     argv = ["hunt", "base", "wd1", "--out", str(tmp_path / "o"), "--runs", str(tmp_path / "r")]
     assert reproduce.main(argv) == 1
     captured = capsys.readouterr()
@@ -287,7 +292,7 @@ def test_shipping_a_run_keeps_the_old_folder_until_the_new_one_is_complete(tmp_p
             raise OSError(28, "No space left on device")
         shutil.copyfile(src, dst)
 
-    monkeypatch.setattr(reproduce.shutil, "copy2", failing_copy)
+    monkeypatch.setattr(repro_files.shutil, "copy2", failing_copy)
     with pytest.raises(OSError, match="No space"):
         reproduce.ship_run(run, target, {"command": "test"})
     assert [p.name for p in target.iterdir()] == ["config.json"]
@@ -326,7 +331,124 @@ def test_a_checkpoint_is_remade_then_refused_then_replaced(tmp_path, monkeypatch
     assert sorted(p.name for p in out.iterdir()) == ["tiny"]  # no staging folders left
 
 
-def test_console_script_is_declared():
-    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    assert 'kvattn-reproduce = "kvattn.reproduce:main"' in text
-    assert sys.modules["kvattn.reproduce"].PROG == "kvattn-reproduce"
+def test_every_console_script_names_a_main_that_exists():
+    import importlib
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    scripts = tomllib.loads(pyproject.read_text())["project"]["scripts"]
+    assert set(scripts) == {
+        "kvattn-reproduce",
+        "kvattn-train",
+        "kvattn-generate",
+        "kvattn-benchmark",
+    }
+    for target in scripts.values():
+        module, _, name = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), target
+    assert scripts["kvattn-reproduce"] == "kvattn.reproduce.cli:main"
+    assert reproduce.main is sys.modules["kvattn.reproduce.cli"].main
+
+
+# --------------------------------------------------------------------------------------------
+# The audit's cases: each was silent, lost data or hung before
+
+
+@pytest.mark.usefixtures("no_training")
+def test_requests_the_audit_found_silent_are_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = ["--out", str(tmp_path / "out")]
+    # --name must name one file inside --out (it wrote .json, a/b.json and ../../escaped.json)
+    for name in ("", "a/b", "../../escaped", ".hidden"):
+        assert "--name must be a plain name" in _refused(["contrast", "--name", name, *out], capsys)
+    # --lrs beside --rates-from was ignored without a word
+    assert "not allowed with argument" in _refused(
+        ["contrast", "--rates-from", "symmetry_contrast", "--lrs", "0.5", *out], capsys
+    )
+    # --betas without SiLU skipped the dose-response without a word
+    assert "needs silu in --acts" in _refused(
+        ["contrast", "--acts", "gelu", "--betas", "0.5", *out], capsys
+    )
+    # usage errors rather than tracebacks after loading or tokenising
+    assert "--rates-from nope: no shipped experiment" in _refused(
+        ["contrast", "--rates-from", "nope", *out], capsys
+    )
+    assert "must be an integer >= 300, got 50" in _refused(
+        ["contrast", "--vocab-size", "50", *out], capsys
+    )
+    assert "must be an integer >= 2, got 1" in _refused(
+        ["trajectory", "pldr_tiny", "--probe-blocks", "1", *out], capsys
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.usefixtures("no_training")
+def test_outputs_never_overlap_the_runs_nor_take_the_other_kinds_place(tmp_path, capsys):
+    """--out X --runs X shipped the model over its own run (losing what --resume needs); a folder
+    where a record goes was found only after all the training, --overwrite or not."""
+    same = str(tmp_path / "x")
+    err = _refused(["checkpoint", "pldr_tiny", "--out", same, "--runs", same], capsys)
+    assert "overlap" in err
+    out = tmp_path / "out"
+    (out / "experiments" / "mine.json").mkdir(parents=True)
+    err = _refused(["contrast", "--name", "mine", "--out", str(out), "--overwrite"], capsys)
+    assert "is a folder where a file goes" in err
+    (out / "corpora").parent.mkdir(exist_ok=True)
+    (out / "corpora").write_text("a file")
+    err = _refused(["corpora", "--out", str(out), "--overwrite"], capsys)
+    assert "is a file where a folder goes" in err
+
+
+def test_the_corpora_are_remade_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
+    """The licence was looked for after both snapshots were written; a folder holding someone
+    else's files is not replaced."""
+    import os
+
+    monkeypatch.setattr(os, "__file__", str(tmp_path / "no_python" / "os.py"))
+    assert "no licence file" in _refused(["corpora", "--out", str(tmp_path / "out")], capsys)
+    assert not (tmp_path / "out").exists()
+    monkeypatch.undo()
+    folder = tmp_path / "out" / "corpora"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    err = _refused(["corpora", "--out", str(tmp_path / "out"), "--overwrite"], capsys)
+    assert "did not make" in err and "notes.txt" in err
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
+def test_a_vocabulary_the_text_cannot_hold_is_refused_before_any_training(
+    tmp_path, capsys, monkeypatch
+):
+    def refuse(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(experiments, "symmetry_contrast", refuse)
+    err = _refused(["contrast", "--vocab-size", "100000", "--out", str(tmp_path)], capsys)
+    assert "--vocab-size 100000: cannot train a 100000-piece tokenizer" in err
+
+
+def test_a_hunt_pilot_keeps_the_shape_of_its_schedule():
+    """--steps 600 kept a warm-up of 2,000 steps, so the pilot never reached its peak rate."""
+    full = reproduce.hunt_recipe("lr3e-2_wu2000")
+    pilot = reproduce.hunt_recipe("lr3e-2_wu2000", steps=600)
+    assert (full["steps"], full["warmup"]) == (6000, 2000)
+    assert (pilot["steps"], pilot["warmup"], pilot["probe_every"]) == (600, 200, 25)
+    assert pilot["eval_every"] == pilot["checkpoint_every"] == 50
+
+
+def die(job):
+    """A hunt job whose worker process is killed (as the out-of-memory killer would)."""
+    import os
+
+    if job[0] == "killed":
+        os._exit(9)
+    return job[0], True, f"{job[0]}: done"
+
+
+def test_a_killed_hunt_worker_is_reported_not_waited_for(monkeypatch, capsys):
+    """With --workers 2, a worker killed by a signal left the parent waiting forever."""
+    monkeypatch.setattr(repro_hunt, "_job", die)
+    results = repro_hunt.run_hunts([("killed",), ("other",)], workers=2)
+    assert {name for name, ok, _ in results if not ok} >= {"killed"}
+    assert "killed: FAILED: a worker process died" in capsys.readouterr().out

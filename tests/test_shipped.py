@@ -278,7 +278,8 @@ def test_collapse_hunt_record_matches_its_plan_and_its_verdict(path):
     its recorded verdict is the one its own numbers give."""
     from kvattn.data import collapse_hunt
     from kvattn.diagnostics import collapsed, load_probes
-    from kvattn.reproduce import PretrainConfig, hunt_recipe, plan
+    from kvattn.pretrain import PretrainConfig
+    from kvattn.reproduce import hunt_recipe, plan
 
     hunt = plan("collapse_hunt")
     assert collapse_hunt(path.stem) == path
