@@ -79,3 +79,59 @@ def test_spearman_gives_ties_their_mid_rank():
         stats.spearman([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="a must be a 1-D sequence of finite numbers"):
         stats.spearman([1.0, float("inf")], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("fn", [stats.holm, stats.holm_thresholds])
+@pytest.mark.parametrize(
+    "unordered", [{0.04, 0.01, 0.03}, frozenset({0.04, 0.01}), {0.1: 1}.keys()]
+)
+def test_holm_refuses_a_set_whose_order_the_caller_does_not_know(fn, unordered):
+    """The verdicts come back in the order given; a set gives none the caller knows."""
+    with pytest.raises(ValueError, match=r"p_values must be a sequence of numbers in a known"):
+        fn(unordered)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "message"),
+    [
+        (None, [1.0, 2.0], r"^a must be a sequence of paired values .*got None"),
+        ([1.0, 2.0], 3.0, r"^b must be a sequence of paired values .*got 3.0"),
+        ({1.0, 2.0}, [1.0, 2.0], r"^a must be a sequence of paired values .* got a set"),
+        ("12", [1.0, 2.0], r"^a must be a sequence of paired values"),
+    ],
+)
+def test_paired_difference_names_what_is_not_a_list(a, b, message):
+    with pytest.raises(ValueError, match=message):
+        stats.paired_difference(a, b)
+
+
+def test_paired_difference_names_differences_that_overflow_float64():
+    """Finite inputs whose spread overflows are named as such, not as an sd of inf the caller
+    never passed."""
+    with pytest.raises(ValueError, match=r"the differences x − y overflow float64 .* 1e\+308"):
+        stats.paired_difference([1e308, -1e308], [0.0, 0.0], names=("x", "y"))
+    with pytest.raises(ValueError, match=r"overflow float64 \(their mean is inf"):
+        stats.paired_difference([1e308, 1e308], [-1e308, -1e308])
+
+
+@pytest.mark.parametrize(
+    ("mean", "se", "n", "message"),
+    [
+        (0.1, -1.0, 5, r"se must be a finite number >= 0, got -1.0"),
+        (0.1, math.inf, 5, r"se must be a finite number >= 0, got inf"),
+        (float("nan"), 0.1, 5, r"mean must be a finite number, got nan"),
+        ("0.1", 0.1, 5, r"mean must be a finite number, got '0.1'"),
+        (0.1, 0.1, 1, r"n must be an int >= 2 \(pairs\), got 1"),
+        (0.1, 0.1, 5.0, r"n must be an int >= 2 \(pairs\), got 5.0"),
+    ],
+)
+def test_interval_and_equivalence_refuse_a_summary_no_t_test_gives(mean, se, n, message):
+    """se < 0 used to give a reversed interval (low > high) without complaint."""
+    for call in (
+        lambda: stats.t_interval(mean, se, n),
+        lambda: stats.equivalence_p(mean, se, n, 0.05),
+        lambda: stats.check_paired_summary(mean, se, n),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert stats.check_paired_summary(0.1, 0.0, 2) is None

@@ -5,6 +5,7 @@
 * its confidence interval (:func:`t_interval`) and the equivalence test (:func:`equivalence_p`,
   two one-sided tests [schuirmann1987tost]);
 * the design's power: :func:`minimum_detectable_effect` and :func:`pairs_needed`;
+* the checks a stored summary must pass (:func:`check_paired_summary`);
 * Holm's step-down correction for several tests (:func:`holm`, :func:`holm_thresholds`
   [holm1979simple]);
 * Spearman's rank correlation with ties given mid-ranks (:func:`spearman`).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import torch
@@ -52,9 +54,12 @@ def paired_difference(
     Raises
     ------
     ValueError
-        Lists of different lengths or shorter than 2, or a value that is not a finite number
-        (each is named with its index).
+        ``a`` or ``b`` not a list or an array (a set has no order to pair by), lists of different
+        lengths or shorter than 2, a value that is not a finite number (each is named with its
+        index), or finite values whose differences or their spread overflow float64.
     """
+    for name, values in zip(names, (a, b), strict=True):
+        _check_ordered(name, values, "paired values (same seeds, same order)")
     if len(a) != len(b) or len(a) < 2:
         raise ValueError(f"need paired lists of the same length >= 2, got {len(a)} and {len(b)}")
     bad = [
@@ -69,6 +74,13 @@ def paired_difference(
     n = len(d)
     sd = float(d.std(unbiased=True))
     mean = float(d.mean())
+    if not (math.isfinite(sd) and math.isfinite(mean)):
+        # finite inputs near the float64 limit: the error would otherwise blame an sd of inf
+        raise ValueError(
+            f"the differences {names[0]} − {names[1]} overflow float64 (their mean is {mean}, "
+            f"their standard deviation {sd}); the largest |{names[0]} − {names[1]}| is "
+            f"{float(d.abs().max()):g}"
+        )
     se = sd / math.sqrt(n)
     t = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
     p = float(2 * stats.t.sf(abs(t), n - 1)) if math.isfinite(t) else 0.0
@@ -82,8 +94,10 @@ def t_interval(mean: float, se: float, n: int, level: float = 0.95) -> tuple[flo
     Raises
     ------
     ValueError
-        ``level`` not a number in (0, 1).
+        ``mean`` not a finite number, ``se`` not a finite number >= 0 (a negative one would
+        reverse the interval), ``n`` not an int >= 2, or ``level`` not a number in (0, 1).
     """
+    check_paired_summary(mean, se, n)
     if not (is_real(level) and 0 < level < 1):
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
@@ -100,8 +114,10 @@ def equivalence_p(mean: float, se: float, n: int, margin: float) -> float:
     Raises
     ------
     ValueError
-        ``margin`` not a positive finite number.
+        ``margin`` not a positive finite number, or ``mean``, ``se``, ``n`` as in
+        :func:`t_interval`.
     """
+    check_paired_summary(mean, se, n)
     if not (is_real(margin) and margin > 0):
         raise ValueError(f"margin must be a positive finite number, got {margin!r}")
     if se == 0:
@@ -109,6 +125,24 @@ def equivalence_p(mean: float, se: float, n: int, margin: float) -> float:
     above = stats.t.sf((mean + margin) / se, n - 1)  # H0: mean <= -margin
     below = stats.t.cdf((mean - margin) / se, n - 1)  # H0: mean >= +margin
     return float(max(above, below))
+
+
+def check_paired_summary(mean: object, se: object, n: object) -> None:
+    """Refuse a paired summary that no interval or test can use: ``mean`` must be a finite
+    number, ``se`` a finite number >= 0 (a negative one reverses intervals) and ``n`` an int >= 2
+    (n − 1 degrees of freedom).
+
+    Raises
+    ------
+    ValueError
+        Naming the first of ``mean``, ``se``, ``n`` that is not so.
+    """
+    if not is_real(mean):
+        raise ValueError(f"mean must be a finite number, got {mean!r}")
+    if not (is_real(se) and se >= 0):
+        raise ValueError(f"se must be a finite number >= 0, got {se!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n must be an int >= 2 (pairs), got {n!r}")
 
 
 def minimum_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -163,12 +197,23 @@ def _check_p_values(p_values: Sequence[float], alpha: float) -> list[float]:
     """The p-values as floats, once each lies in [0, 1] and alpha in (0, 1): a NaN would make the
     sort, and so the verdicts, depend on the order given."""
     check_fraction("alpha", alpha)
-    if not is_list_like(p_values):
-        raise ValueError(f"p_values must be a sequence of numbers, got {p_values!r}")
+    _check_ordered("p_values", p_values, "numbers")
     bad = [f"p_values[{i}] = {p!r}" for i, p in enumerate(p_values) if not _is_probability(p)]
     if bad:
         raise ValueError(f"p-values must be numbers in [0, 1], got {', '.join(bad)}")
     return [float(p) for p in p_values]
+
+
+def _check_ordered(name: str, values: object, what: str) -> None:
+    """``values`` is a sequence or an array: not a string, a mapping or an iterator, and not a
+    set, whose order the caller does not know (Holm's verdicts and the pairing follow it)."""
+    if isinstance(values, AbstractSet):
+        raise ValueError(
+            f"{name} must be a sequence of {what} in a known order (a list, a tuple or an "
+            f"array), got a {type(values).__name__}, whose order is arbitrary: {values!r}"
+        )
+    if not is_list_like(values):
+        raise ValueError(f"{name} must be a sequence of {what}, got {values!r}")
 
 
 def _is_probability(p: object) -> bool:
@@ -182,7 +227,8 @@ def holm_thresholds(p_values: Sequence[float], alpha: float = 0.05) -> list[floa
     Raises
     ------
     ValueError
-        A p-value that is not a number in [0, 1] (NaN included; each is named with its index), or
+        ``p_values`` not a sequence or an array (a set has no order to give the verdicts in), a
+        p-value that is not a number in [0, 1] (NaN included; each is named with its index), or
         ``alpha`` not a number in (0, 1).
     """
     p_values = _check_p_values(p_values, alpha)
