@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -276,13 +277,26 @@ SMALL_CONTRAST = dict(
         (dict(power=True), "power must be a number in"),
         (dict(steps=0), "steps must be an int >= 1, got 0"),
         (dict(steps=2.5), "steps must be an int >= 1"),
-        (dict(lrs=[0.0, 1e-2]), r"every rate of lrs must be a positive finite number, got 0.0"),
+        (
+            dict(lrs=[0.0, 1e-2]),
+            r"every rate of lrs must be a positive finite number below 10, got 0.0",
+        ),
+        # train refuses a rate of 10 or more, but only after the rates before it have trained
+        (dict(lrs=[1e-3, 50.0]), r"positive finite number below 10, got 50.0 for silu symmetric"),
+        (
+            dict(lrs=[10.0]),
+            r"every rate of lrs must be a positive finite number below 10, got 10.0",
+        ),
         (dict(lrs=[float("nan")]), "every rate of lrs must be a positive finite number"),
         (dict(lrs="0.01"), "lrs must be a sequence of rates"),
         (dict(lrs=[1e-2, 3e-3, 1e-2]), r"silu symmetric.* has duplicates \['0.01'\]"),
         (
             dict(lrs={"silu symmetric": [1e-3], "silu gated": [-1.0]}),
-            "every rate of lrs must be a positive finite number, got -1.0",
+            "every rate of lrs must be a positive finite number below 10, got -1.0",
+        ),
+        (
+            dict(lrs={"silu symmetric": [1e-3], "silu gated": [1e-3, 12.0]}),
+            "below 10, got 12.0 for silu gated",
         ),
         (dict(acts="silu"), "acts must be a sequence of σ names"),
         (dict(acts=["silu", "silu"]), r"acts has duplicates \['silu'\]"),
@@ -329,8 +343,17 @@ def test_contrast_and_dose_response_refuse_what_is_not_token_data(no_training):
         (dict(betas=[True, 2.0]), "every β must be a positive number"),
         (dict(betas=[0.0, 1.0]), "every β must be a positive number"),
         (dict(betas="12"), "betas must be a sequence of numbers"),
+        # the same layer to float32 at every β: everything trained, then a slope of 0/0
+        (
+            dict(betas=[1e-30, 2e-30]),
+            r"every β must lie in \[0.0001, 1000\] .*got \[1e-30, 2e-30\]",
+        ),
+        # σ_β(z) = z·sigmoid(βz) is NaN at z = 0 once βz overflows float32
+        (dict(betas=[0.5, 1e308]), r"every β must lie in \[0.0001, 1000\] .*got \[0.5, 1e\+308\]"),
+        (dict(betas=[0.5, 1000.5]), r"every β must lie in \[0.0001, 1000\]"),
+        (dict(lr=50.0), "lr must be a positive finite number below 10, got 50.0"),
         (dict(steps=0), "steps must be an int >= 1"),
-        (dict(lr=0.0), "lr must be a positive finite number, got 0.0"),
+        (dict(lr=0.0), "lr must be a positive finite number below 10, got 0.0"),
         (dict(lr=float("inf")), "lr must be a positive finite number"),
         (dict(lr=True), "lr must be a positive finite number"),
         (dict(d_model=0), "d_model must be an int >= 1"),
@@ -356,6 +379,10 @@ def test_check_dose_design_is_the_dose_responses_own_check():
         experiments.check_dose_design([0.5, 0.5], [0, 1])
     with pytest.raises(ValueError, match=r"seeds has duplicates \[3\]"):
         experiments.check_dose_design([0.5, 1.0], [3, 3])
+    low, high = experiments.BETA_RANGE
+    assert experiments.check_dose_design([low, high], [0, 1]) is None
+    with pytest.raises(ValueError, match=r"every β must lie in \[0.0001, 1000\]"):
+        experiments.check_dose_design([low / 2, 1.0], [0, 1])
 
 
 def test_check_contrast_design_is_the_contrasts_own_check():
@@ -371,6 +398,7 @@ def test_check_contrast_design_is_the_contrasts_own_check():
         (dict(steps=0), "steps must be an int >= 1, got 0"),
         (dict(lrs=[1e-2, 1e-2]), r"the grid of silu symmetric has duplicates \['0.01'\]"),
         (dict(select_seeds=[0]), r"selection and test seeds must differ, both have \[0\]"),
+        (dict(lrs=[1e-3, 1e2]), r"positive finite number below 10, got 100.0 for silu symmetric"),
     ):
         with pytest.raises(ValueError, match=match):
             experiments.check_contrast_design(**{**design, **change})
@@ -434,3 +462,125 @@ def test_interval_and_equivalence_refuse_what_is_not_a_number():
         c.interval("0.9")
     with pytest.raises(ValueError, match="margin must be a positive finite number"):
         c.equivalence_p(True)
+
+
+def test_dose_response_names_a_seed_whose_violations_do_not_differ(tokens, monkeypatch):
+    """Violations equal at every β make the seed's slope 0/0; the message says so, instead of
+    blaming a NaN 'symmetric' value."""
+    runs = [SimpleNamespace(final=[3.0, 3.1], measured=[0.25, 0.5 + i]) for i in range(2)]
+    monkeypatch.setattr(experiments, "_map", lambda fn, jobs, workers: runs)
+    with pytest.raises(
+        ValueError,
+        match=r"seed 0: the trained layers have the same exchange violation 0.25 at every β of "
+        r"\[0.5, 1.0\], so its slope of loss against violation is 0/0",
+    ):
+        experiments.swish_beta_dose_response(tokens, **SMALL_DOSE)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("silu", math.nan, 0.1, 1.0, 0.5, 5, 0.0), r"mean must be a finite number, got nan"),
+        (("silu", math.inf, 0.0, math.inf, 0.0, 5, 0.0), r"mean must be a finite number, got inf"),
+        (("silu", 0.1, -1.0, 0.0, 0.5, 5, 0.0), r"se must be a finite number >= 0, got -1.0"),
+        (("silu", 0.1, 0.1, 1.0, 2.0, 5, 0.0), r"p must be a number in \[0, 1\], got 2.0"),
+        (("silu", 0.1, 0.1, 1.0, "0.5", 5, 0.0), r"p must be a number in \[0, 1\], got '0.5'"),
+        (("silu", 0.1, 0.1, 1.0, math.nan, 5, 0.0), r"p must be a number in \[0, 1\], got nan"),
+        (("silu", 0.1, 0.1, math.nan, 0.5, 5, 0.0), r"t must be a number, ±inf only when se = 0"),
+        (("silu", 0.1, 0.1, math.inf, 0.5, 5, 0.0), r"±inf only when se = 0, got inf"),
+        (("silu", 0.1, 0.1, 1.0, 0.5, 5, -0.1), r"mde must be a finite number >= 0, got -0.1"),
+        (("silu", 0.1, 0.1, 1.0, 0.5, 5, math.inf), r"mde must be a finite number >= 0, got inf"),
+        ((123, 0.1, 0.1, 1.0, 0.5, 5, 0.0), r"act must be a str naming the contrast's σ, got 123"),
+    ],
+)
+def test_a_contrast_refuses_what_no_paired_t_test_gives(args, message):
+    """A negative se gave a reversed interval (low > high), p = 2 and a NaN mean were kept."""
+    with pytest.raises(ValueError, match=message):
+        experiments.Contrast(*args)
+
+
+def test_a_contrast_keeps_what_a_paired_t_test_gives():
+    """Equal differences give se = 0 and t = ±inf (p = 0), or t = 0 (p = 1) for none."""
+    same = paired_contrast("silu", [2.0, 3.0], [1.0, 2.0], 0.05, 0.8)
+    assert (same.mean, same.se, same.t, same.p) == (1.0, 0.0, math.inf, 0.0)
+    assert experiments.Contrast("silu", -1.0, 0.0, -math.inf, 0.0, 2, 0.0).interval() == (-1, -1)
+
+
+def test_paired_contrast_refuses_an_act_that_is_not_a_str():
+    with pytest.raises(ValueError, match=r"act must be a str naming the contrast's σ, got 123"):
+        paired_contrast(123, [1.0, 2.0], [0.0, 1.0], 0.05, 0.8)
+
+
+def test_kinds_refuses_what_is_not_a_bool_for_references():
+    """'no' is truthy: it used to add the reference kinds."""
+    with pytest.raises(ValueError, match=r"references must be True or False, got 'no'"):
+        experiments.kinds(["silu"], "no")
+    assert list(experiments.kinds(["silu"], False)) == ["silu symmetric", "silu gated"]
+
+
+def _edit(record: dict, path: str, value: object) -> None:
+    """Set the entry at a dotted ``path`` to ``value``, or remove it when ``value`` is DELETE."""
+    *parents, last = path.split(".")
+    for key in parents:
+        record = record[int(key)] if isinstance(record, list) else record[key]
+    if value is DELETE:
+        del record[last]
+    else:
+        record[last] = value
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        ("contrasts.0.mde", DELETE, r"contrasts\[0\]: Contrast: missing keys \['mde'\]"),
+        ("contrasts.0.p", "abc", r"contrasts\[0\]: Contrast: p must be float, got 'abc'"),
+        ("contrasts.1.se", -0.5, r"contrasts\[1\]: se must be a finite number >= 0, got -0.5"),
+        ("contrasts.0.n", 8.0, r"contrasts\[0\]: Contrast: n must be int, got 8.0"),
+        ("contrasts", {"silu": 1}, r"ContrastResult: contrasts must be a list, got \{'silu': 1\}"),
+        ("final", "oops", r"ContrastResult: final must be dict\[str, list\[float\]\], got 'oops'"),
+        (
+            "final.silu gated",
+            [3.1, "x"],
+            r"ContrastResult: final must be dict\[str, list\[float\]\]",
+        ),
+        (
+            "selection.silu gated",
+            [1.0],
+            r"ContrastResult: selection must be dict\[str, dict\[str, list\[float",
+        ),
+        (
+            "curves.bilinear",
+            [[3.0, True]],
+            r"ContrastResult: curves must be dict\[str, list\[list\[float\]\]\]",
+        ),
+        (
+            "chosen_lr.silu gated",
+            "0.01",
+            r"ContrastResult: chosen_lr must be dict\[str, float\], got",
+        ),
+        (
+            "eval_steps",
+            [10, 20.5],
+            r"ContrastResult: eval_steps must be list\[int\], got \[10, 20.5\]",
+        ),
+        ("n_parameters.bilinear", 1.5, r"ContrastResult: n_parameters must be dict\[str, int\]"),
+        ("design", [1], r"ContrastResult: design must be dict, got \[1\]"),
+        ("dose_response.slope_p", None, r"DoseResponse: slope_p must be float, got None"),
+        ("dose_response.final", [[3.0], "x"], r"DoseResponse: final must be list\[list\[float"),
+    ],
+)
+def test_load_shipped_names_a_malformed_field_with_its_file(
+    tmp_path, monkeypatch, path, value, message
+):
+    """A shipped file with a field of the wrong type loaded before, to fail (or not) where the
+    value was used; a contrast missing a key gave Contrast.__init__'s TypeError."""
+    record = json.loads(experiments.experiment("symmetry_contrast").read_text())
+    _edit(record, path, value)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(record))
+    monkeypatch.setattr(experiments, "experiment", lambda name: bad)
+    with pytest.raises(ValueError, match=r"^data/experiments/bad\.json: " + message):
+        experiments.load_shipped("bad")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence, Sized
+from types import UnionType
+from typing import Union, get_args, get_origin, get_type_hints
 
 import torch
 
@@ -145,3 +147,77 @@ def check_finite(X: torch.Tensor, name: str) -> None:
     bad = int((~torch.isfinite(X)).sum())
     if bad:
         raise ValueError(f"{name} has {bad} non-finite (NaN or infinite) entries")
+
+
+def check_device(name: str, device: object) -> torch.device:
+    """``device`` names a torch device this machine has (``"cpu"``, ``"cuda"``, ``"cuda:1"``,
+    ``"mps"`` or a :class:`torch.device`); returns it as a :class:`torch.device`. ``"meta"``
+    holds no data and is refused like a missing GPU.
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not a device torch knows, or this machine lacks it.
+    """
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"{name} must name a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from err
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available() and (where.index or 0) < torch.cuda.device_count(),
+        "mps": torch.backends.mps.is_available(),
+    }
+    if not available.get(where.type, False):
+        raise ValueError(f"{name} {device!r} is not available on this machine")
+    return where
+
+
+def matches_hint(value: object, hint: object) -> bool:
+    """Whether plain (JSON) data ``value`` has the type ``hint``: ``int``, ``float`` (any real
+    number but NaN, ints and ±inf included: a t statistic is ±inf when se = 0), ``str``,
+    ``bool``, ``list[T]``, ``dict[K, V]``, a bare ``list``/``dict``, or ``X | None``. Nothing
+    is coerced; ``bool`` is no number."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        return any(matches_hint(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
+    if hint is int:
+        return is_int(value)
+    if origin is list:
+        return isinstance(value, list) and all(matches_hint(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            matches_hint(k, args[0]) and matches_hint(v, args[1]) for k, v in value.items()
+        )
+    return isinstance(value, hint)
+
+
+def check_fields(cls: type, record: object) -> None:
+    """``record`` (plain JSON data) holds exactly the fields of the dataclass ``cls``, each of
+    its type hint (:func:`matches_hint`), so that a file's mistakes are named when it is read
+    rather than found where a value is used.
+
+    Raises
+    ------
+    ValueError
+        ``record`` is not a dict, a key is missing or unknown (all are named), or a field's value
+        does not have its type.
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object for {cls.__name__}, got {type(record).__name__}")
+    hints = get_type_hints(cls)
+    missing, unknown = sorted(set(hints) - set(record)), sorted(set(record) - set(hints))
+    if missing or unknown:
+        raise ValueError(f"{cls.__name__}: missing keys {missing}, unknown keys {unknown}")
+    for name, hint in hints.items():
+        if not matches_hint(record[name], hint):
+            expected = getattr(hint, "__name__", None) if get_origin(hint) is None else None
+            raise ValueError(
+                f"{cls.__name__}: {name} must be {expected or hint}, got {record[name]!r:.200}"
+            )

@@ -33,22 +33,32 @@ import math
 import multiprocessing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ._checks import check_bool, check_fraction, check_int, is_list_like, is_real
+from ._checks import (
+    check_bool,
+    check_device,
+    check_fields,
+    check_fraction,
+    check_int,
+    is_list_like,
+    is_real,
+    matches_hint,
+)
 from .data import TokenData, experiment
 from .lm import TinyLM, TinyLMConfig
 from .mlp import matched_slots, mlp_cost
 from .stats import (
+    check_paired_summary,
     equivalence_p,
     minimum_detectable_effect,
     paired_difference,
     t_interval,
 )
 from .symmetry import exchange_violation, trained_exchange_violation
-from .train import SeedRuns, train_lm_seeds
+from .train import MAX_LR, SeedRuns, train_lm_seeds
 
 #: σ → (symmetric kind, gated kind) of :func:`kvattn.mlp.make_mlp`: the same σ in both places.
 CONTRASTS = {
@@ -58,11 +68,18 @@ CONTRASTS = {
 }
 #: Reference kinds beside the contrasts, no σ at all (a·b) and the plain key-value memory σ(x·k).
 REFERENCES = {"bilinear": ("bilinear", None), "key_value": ("key_value", "relu")}
+#: The Swish β a dose-response takes. Below 1e-4, sigmoid(βz) − ½ ≈ βz/4 is a few hundred float32
+#: rounding steps of ½ at |z| = 1, and none below about 1e-7: the layers of different β are (to
+#: float32) the same bilinear ½ a·b. Above 1e3, sigmoid(βz) is the step function to float32 for
+#: |z| > 0.02 (every β is ReGLU), and βz overflows float32 (NaN at z = 0) from about 3e38.
+BETA_RANGE = (1e-4, 1e3)
 
 
 @dataclass(frozen=True)
 class Contrast:
-    """Paired difference symmetric − gated for one σ (nats/token; positive: gated is lower)."""
+    """Paired difference symmetric − gated for one σ (nats/token; positive: gated is lower).
+    Raises ``ValueError`` for what no paired t-test gives: ``act`` not a str, a non-finite mean,
+    se < 0, n < 2 (or not an int), t NaN (±inf only with se = 0), p outside [0, 1], mde < 0."""
 
     act: str
     mean: float
@@ -73,9 +90,16 @@ class Contrast:
     mde: float  # minimum detectable effect at the design's alpha and power
 
     def __post_init__(self) -> None:
-        # one pair has no spread: its interval and equivalence p would be NaN
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 2:
-            raise ValueError(f"n must be an int >= 2 (pairs), got {self.n!r}")
+        # a record read from a file may hold anything; n < 2 or se < 0 would spoil the interval
+        if not isinstance(self.act, str):
+            raise ValueError(f"act must be a str naming the contrast's σ, got {self.act!r}")
+        check_paired_summary(self.mean, self.se, self.n)
+        if not matches_hint(self.t, float) or (math.isinf(self.t) and self.se > 0):
+            raise ValueError(f"t must be a number, ±inf only when se = 0, got {self.t!r}")
+        if not (is_real(self.p) and 0 <= self.p <= 1):
+            raise ValueError(f"p must be a number in [0, 1], got {self.p!r}")
+        if not (is_real(self.mde) and self.mde >= 0):
+            raise ValueError(f"mde must be a finite number >= 0, got {self.mde!r}")
 
     @property
     def sd(self) -> float:
@@ -138,9 +162,21 @@ class ContrastResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> ContrastResult:
-        """The inverse of ``to_dict``; raises ``ValueError`` naming missing or unknown keys."""
-        _check_keys(cls, d)
-        return cls(**{**d, "contrasts": [Contrast(**c) for c in d["contrasts"]]})
+        """The inverse of ``to_dict``; raises ``ValueError`` naming a missing or unknown key, a
+        field whose value does not have its type (``final`` must map kinds to lists of numbers,
+        ...), or a contrast (by index) that is not one (:class:`Contrast`)."""
+        # the contrasts are records of their own, each checked below
+        check_fields(cls, {**d, "contrasts": []} if isinstance(d, dict) and "contrasts" in d else d)
+        if not isinstance(d["contrasts"], list):
+            raise ValueError(f"ContrastResult: contrasts must be a list, got {d['contrasts']!r}")
+        contrasts = []
+        for i, c in enumerate(d["contrasts"]):
+            try:
+                check_fields(Contrast, c)
+                contrasts.append(Contrast(**c))
+            except ValueError as err:
+                raise ValueError(f"contrasts[{i}]: {err}") from None
+        return cls(**{**d, "contrasts": contrasts})
 
 
 def paired_contrast(
@@ -152,9 +188,9 @@ def paired_contrast(
     Raises
     ------
     ValueError
-        Lists of different lengths or shorter than 2, a value that is not a finite number (each is
-        named with its index), or bad ``alpha``/``power`` (as
-        :func:`~kvattn.stats.minimum_detectable_effect`).
+        ``act`` not a str; lists of different lengths or shorter than 2, a value that is not a
+        finite number (each is named with its index; as :func:`kvattn.stats.paired_difference`),
+        or bad ``alpha``/``power`` (as :func:`~kvattn.stats.minimum_detectable_effect`).
     """
     d = paired_difference(symmetric, gated, names=("symmetric", "gated"))
     mde = minimum_detectable_effect(d.sd, d.n, alpha, power)
@@ -168,8 +204,9 @@ def kinds(acts: Sequence[str], references: bool) -> dict[str, tuple[str, str | N
     ------
     ValueError
         ``acts`` not a sequence of σ names, empty, with an unknown σ or with one twice (each σ
-        is one contrast).
+        is one contrast); ``references`` not a bool.
     """
+    check_bool("references", references)
     if not is_list_like(acts):
         raise ValueError(f"acts must be a sequence of σ names such as ['silu'], got {acts!r}")
     if len(acts) == 0:
@@ -219,22 +256,6 @@ def _check_seeds(name: str, seeds: Sequence[int]) -> None:
         raise ValueError(f"{name} has duplicates {repeated}, got {list(seeds)}")
 
 
-def _check_device(device: object) -> None:
-    try:
-        where = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(
-            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}"
-        ) from err
-    available = {
-        "cpu": True,
-        "cuda": torch.cuda.is_available() and (where.index or 0) < torch.cuda.device_count(),
-        "mps": torch.backends.mps.is_available(),
-    }
-    if not available.get(where.type, False):
-        raise ValueError(f"device {device!r} is not available on this machine")
-
-
 def _check_recipe(
     tokens: TokenData,
     shape: dict[str, int],
@@ -257,7 +278,7 @@ def _check_recipe(
                 f"block_size {block} needs more than {block} ids in tokens.{split}, which has "
                 f"{len(getattr(tokens, split))}"
             )
-    _check_device(device)
+    check_device("device", device)
     check_bool("progress", progress)
     check_int("workers", workers, low=1)
 
@@ -396,9 +417,10 @@ def _contrast_design(
                 f"lrs must be a sequence of rates or map each kind to one, got {grid!r} for {name}"
             )
         for lr in grid:
-            if not (is_real(lr) and lr > 0):
+            if not (is_real(lr) and 0 < lr < MAX_LR):  # train's bound, checked before any run
                 raise ValueError(
-                    f"every rate of lrs must be a positive finite number, got {lr!r} for {name}"
+                    f"every rate of lrs must be a positive finite number below {MAX_LR:g}, got "
+                    f"{lr!r} for {name}"
                 )
         repeated = _duplicates(f"{lr:g}" for lr in grid)
         if repeated:
@@ -462,7 +484,8 @@ def symmetry_contrast(
         ``acts`` not a sequence of known σ, empty or with a σ twice; seeds that are not ints >= 0,
         a seed twice in ``test_seeds`` or in ``select_seeds`` (it would count one pair twice),
         fewer than 2 test seeds, or seeds shared between selection and test; ``lrs`` not a
-        sequence or a mapping of sequences of positive finite rates, an empty grid, a rate twice
+        sequence or a mapping of sequences of positive finite rates below
+        :data:`kvattn.train.MAX_LR`, an empty grid, a rate twice
         in a grid (as ``f"{lr:g}"``, the key of ``selection``), or a mapping whose kinds differ
         from the run's; several rates but no ``select_seeds``; ``d_model``, ``n_layers``,
         ``n_heads``, ``block_size``, ``steps``, ``batch_size``, ``workers`` not ints >= 1
@@ -564,18 +587,10 @@ class DoseResponse:
 
     @classmethod
     def from_dict(cls, d: dict) -> DoseResponse:
-        """The inverse of ``to_dict``; raises ``ValueError`` naming missing or unknown keys."""
-        _check_keys(cls, d)
+        """The inverse of ``to_dict``; raises ``ValueError`` naming a missing or unknown key or a
+        field whose value does not have its type."""
+        check_fields(cls, d)
         return cls(**d)
-
-
-def _check_keys(cls: type, d: dict) -> None:
-    if not isinstance(d, dict):
-        raise ValueError(f"expected a JSON object for {cls.__name__}, got {type(d).__name__}")
-    expected = {f.name for f in fields(cls)}
-    missing, unknown = sorted(expected - set(d)), sorted(set(d) - expected)
-    if missing or unknown:
-        raise ValueError(f"{cls.__name__}: missing keys {missing}, unknown keys {unknown}")
 
 
 @dataclass
@@ -607,7 +622,8 @@ def load_shipped(name: str = "symmetry_contrast") -> ShippedExperiment:
     FileNotFoundError
         No such shipped experiment (the message lists them).
     ValueError
-        The file is not the tool's output (a missing or unknown key is named).
+        The file is not the tool's output: a missing or unknown key, a value of the wrong type
+        or a contrast no paired t-test gives (:class:`Contrast`) is named with the file.
     """
     raw = json.loads(experiment(name).read_text())
     if not isinstance(raw, dict):
@@ -617,12 +633,12 @@ def load_shipped(name: str = "symmetry_contrast") -> ShippedExperiment:
     provenance = raw.pop("provenance", None)
     if not isinstance(provenance, dict):
         raise ValueError(f"data/experiments/{name}.json has no provenance object")
-    return ShippedExperiment(
-        name,
-        ContrastResult.from_dict(raw),
-        DoseResponse.from_dict(dose) if dose is not None else None,
-        provenance,
-    )
+    try:
+        contrast = ContrastResult.from_dict(raw)
+        dose = DoseResponse.from_dict(dose) if dose is not None else None
+    except ValueError as err:
+        raise ValueError(f"data/experiments/{name}.json: {err}") from None
+    return ShippedExperiment(name, contrast, dose, provenance)
 
 
 def _train_beta(
@@ -655,13 +671,20 @@ def check_dose_design(betas: Sequence[float], seeds: Sequence[int]) -> None:
     Raises
     ------
     ValueError
-        ``betas`` not a sequence of positive finite numbers, a β twice or fewer than 2 β;
-        ``seeds`` not a sequence of ints >= 0, a seed twice or fewer than 2 seeds.
+        ``betas`` not a sequence of positive finite numbers, a β outside :data:`BETA_RANGE`, a β
+        twice or fewer than 2 β; ``seeds`` not a sequence of ints >= 0, a seed twice or fewer
+        than 2 seeds.
     """
     if not is_list_like(betas):
         raise ValueError(f"betas must be a sequence of numbers, got {betas!r}")
     if any(not (is_real(b) and b > 0) for b in betas):
         raise ValueError(f"every β must be a positive number, got {list(betas)}")
+    low, high = BETA_RANGE
+    if any(not low <= b <= high for b in betas):
+        raise ValueError(
+            f"every β must lie in [{low:g}, {high:g}] (below, σ_β is z/2 to float32 precision; "
+            f"above, ReLU), got {list(betas)}"
+        )
     repeated = _duplicates(betas)
     if repeated:
         raise ValueError(f"betas has duplicates {repeated}, got {list(betas)}")
@@ -708,11 +731,13 @@ def swish_beta_dose_response(
         ``tokens`` is not a :class:`kvattn.data.TokenData`.
     ValueError
         A bad design (:func:`check_dose_design`: a β or a seed twice, fewer than 2 of either, a
-        β that is not a positive number, a seed that is not an int >= 0); ``lr`` not a positive
-        finite number; ``d_model``, ``n_heads``, ``block_size``, ``steps``, ``batch_size``,
-        ``workers`` not ints >= 1, ``d_model`` not divisible by ``n_heads``, a token stream of
-        ``tokens`` no longer than ``block_size``; ``progress`` not a bool; a ``device`` torch
-        does not know or this machine lacks.
+        β that is not a positive number in :data:`BETA_RANGE`, a seed that is not an int >= 0);
+        ``lr`` not a positive finite number below :data:`kvattn.train.MAX_LR`; ``d_model``,
+        ``n_heads``, ``block_size``, ``steps``, ``batch_size``, ``workers`` not ints >= 1,
+        ``d_model`` not divisible by ``n_heads``, a token stream of ``tokens`` no longer than
+        ``block_size``; ``progress`` not a bool; a ``device`` torch does not know or this
+        machine lacks; after training, a seed whose trained layers have the same violation at
+        every β (its slope would be 0/0).
     """
     _check_recipe(
         tokens,
@@ -720,8 +745,8 @@ def swish_beta_dose_response(
         batch_size, device, progress, workers,
     )  # fmt: skip
     check_int("steps", steps, low=1)
-    if not (is_real(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    if not (is_real(lr) and 0 < lr < MAX_LR):
+        raise ValueError(f"lr must be a positive finite number below {MAX_LR:g}, got {lr!r}")
     check_dose_design(betas, seeds)
     budget, shape, recipe = _setup(
         d_model, 1, n_heads, block_size,
@@ -747,6 +772,11 @@ def swish_beta_dose_response(
         v = torch.tensor([row[s] for row in violation], dtype=torch.float64)
         y = torch.tensor([row[s] for row in final], dtype=torch.float64)
         vc = v - v.mean()
+        if not (vc != 0).any():
+            raise ValueError(
+                f"seed {seeds[s]}: the trained layers have the same exchange violation {v[0]:g} "
+                f"at every β of {list(betas)}, so its slope of loss against violation is 0/0"
+            )
         slopes.append(float((vc * (y - y.mean())).sum() / (vc**2).sum()))
     summary = paired_contrast("slope", slopes, [0.0] * len(slopes), 0.05, 0.8)
     return DoseResponse(
