@@ -276,7 +276,7 @@ def _is_cpu64(x) -> bool:
 def test_diagnostics_take_device_tensors_and_return_cpu_float64(simulated, kind):
     """Every public diagnostic, explorer compute function and figure that takes a model or model
     tensors, with the model on the device: CPU float64 results, no device mixing."""
-    from kvattn import figures
+    from kvattn import explorers
 
     gpt, pldr = _gpt(), _pldr()
     with simulated(kind) as guard:
@@ -317,9 +317,9 @@ def test_diagnostics_take_device_tensors_and_return_cpu_float64(simulated, kind)
         assert all(_is_cpu64(x) for x in collapse.heads.values())
         assert all(isinstance(v, float) for v in (collapse.delta_loss, collapse.agreement))
         assert on_device(next(pldr.parameters()))
-        figures.attention_explorer([profile], [str(i) for i in range(12)])
-        figures.deductive_explorer([deductive])
-        figures.twirl_explorer(densities)
+        explorers.attention.figure([profile], [str(i) for i in range(12)])
+        explorers.deductive.figure([deductive])
+        explorers.twirl.figure(densities)
         syncs = guard.syncs
         D.perron_frobenius(t.A_LM, iterations=500, tol=1e-300)
         # one copy to the host and one positivity/finiteness read, not one per iteration
@@ -336,11 +336,11 @@ def test_widgets_draw_for_a_model_on_the_device(simulated, monkeypatch, kind):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from kvattn import widgets
+    from kvattn import explorers
     from kvattn.mlp import GatedMLP
 
     shown = []
-    monkeypatch.setattr(widgets, "display", shown.append)
+    monkeypatch.setattr(explorers.generation, "display", shown.append)
     monkeypatch.setattr(torch, "Generator", _CpuGenerator)
 
     class Tokenizer:  # the SentencePiece calls the widgets make
@@ -359,12 +359,12 @@ def test_widgets_draw_for_a_model_on_the_device(simulated, monkeypatch, kind):
     with simulated(kind):  # outside IPython, an error in the first draw propagates to here
         for module in (gpt, pldr, mlp):
             module.to(kind)
-        widgets.twirl_explorer(pldr, Tokenizer(), text, layer=1, head=1)
-        widgets.attention_explorer(gpt, Tokenizer(), text, layer=1, head=0)
-        widgets.deductive_explorer(pldr, Tokenizer(), [text, text[::-1]])
+        explorers.twirl.widget(pldr, Tokenizer(), text, layer=1, head=1)
+        explorers.attention.widget(gpt, Tokenizer(), text, layer=1, head=0)
+        explorers.deductive.widget(pldr, Tokenizer(), [text, text[::-1]])
         x = torch.randn(5, 4, device=kind)
-        widgets.interaction_explorer(mlp, list("abcd"), list("xyz"), inputs=x)
-        widgets.generation_explorer({"gpt": gpt, "pldr": pldr}, Tokenizer(), text)
+        explorers.interaction.widget(mlp, list("abcd"), list("xyz"), inputs=x)
+        explorers.generation.widget({"gpt": gpt, "pldr": pldr}, Tokenizer(), text)
     assert len(plt.get_fignums()) == 4  # the four explorers that plot drew their figure
     assert "</b></pre>" in shown[-1].value  # and the generation explorer its continuation
     plt.close("all")
@@ -415,11 +415,12 @@ def test_chapter_runs_with_the_model_on_the_device(simulated, monkeypatch, chapt
 
     matplotlib.use("Agg")
     import kvattn
-    from kvattn import widgets
+    from kvattn import explorers
 
     monkeypatch.setenv("KVATTN_FAST", "1")
     monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: None)
-    monkeypatch.setattr(widgets, "display", lambda obj: None)
+    for live in (explorers.slot, explorers.generation):  # the explorers that display HTML
+        monkeypatch.setattr(live, "display", lambda obj: None)
     monkeypatch.setattr(torch, "Generator", _CpuGenerator)
     # code that checks the device exists before any work (the benchmark) must see the simulated one
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)

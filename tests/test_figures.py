@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from kvattn import figures, widgets
+from kvattn import explorers, figures, plots, widgets
 from kvattn.config import PLDRConfig
 from kvattn.diagnostics import HeadProfile
 from kvattn.symmetry import SymmetryProfile
@@ -21,7 +21,7 @@ from kvattn.train import History, SeedRuns
 def test_error_bars_get_one_colour_even_when_markers_get_a_list():
     """Plotly gives error bars the markers' colour by default; a colour *list* is invalid for error
     bars (the browser logged "Invalid color specifier" and drew them black)."""
-    fig = figures.points_with_errors(
+    fig = plots.points_with_errors(
         ["swiglu", "bilinear"],
         [3.2, 3.1],
         [0.01, 0.02],
@@ -34,7 +34,31 @@ def test_error_bars_get_one_colour_even_when_markers_get_a_list():
     assert isinstance(trace.error_y.color, str)
     assert list(trace.error_y.array) == [0.01, 0.02]
     assert (
-        figures.points_with_errors(["a"], [1.0], title="t", yaxis="y").data[0].error_y.array is None
+        plots.points_with_errors(["a"], [1.0], title="t", yaxis="y").data[0].error_y.array is None
+    )
+
+
+def test_the_old_modules_hand_out_the_new_homes_objects():
+    """kvattn.figures and kvattn.widgets are kept for one release, so that the chapters' calls
+    keep working: each of their names is the very object of its new home, and they hold no other
+    public name."""
+    for name in plots.__all__:
+        assert getattr(figures, name) is getattr(plots, name)
+    static = ["symmetry", "slot", "interaction", "attention", "deductive", "twirl"]
+    for name in static:
+        assert getattr(figures, f"{name}_explorer") is getattr(explorers, name).figure
+    live = {f"{name}_explorer": name for name in [*static, "cost", "generation"]}
+    live["paired_comparison"] = "paired"
+    for old, name in live.items():
+        assert getattr(widgets, old) is getattr(explorers, name).widget
+    constants = {"symmetry": ["ACTIVATIONS", "BETA_LOG10", "RHO_RANGE", "MEAN_RANGE"]}
+    constants["cost"] = ["COST_WIDTHS", "COST_MAX_RANK", "COST_MAX_WIDTH_FACTOR"]
+    for name, held in constants.items():
+        for constant in held:
+            assert getattr(widgets, constant) is getattr(getattr(explorers, name), constant)
+    assert sorted(figures.__all__) == sorted([*plots.__all__, *(f"{n}_explorer" for n in static)])
+    assert sorted(widgets.__all__) == sorted(
+        [*live, *(c for held in constants.values() for c in held)]
     )
 
 
@@ -56,114 +80,114 @@ def _profile(label: str = "ReLU") -> SymmetryProfile:
 def test_mismatched_lengths_raise_instead_of_dropping_points():
     """Plotly drew only the first len(x) or len(y) points and said nothing."""
     with pytest.raises(ValueError, match=r"series 'a' has 2 values, expected 3 \(one value per x"):
-        figures.line_plot([1, 2, 3], {"a": [1.0, 2.0]}, **LINE)
+        plots.line_plot([1, 2, 3], {"a": [1.0, 2.0]}, **LINE)
     with pytest.raises(ValueError, match=r"frame 'β=1' series 's' has 2 values, expected 3"):
-        figures.line_slider([1, 2, 3], {}, {"β=1": {"s": [1, 2]}}, prefix="β", **LINE)
+        plots.line_slider([1, 2, 3], {}, {"β=1": {"s": [1, 2]}}, prefix="β", **LINE)
     with pytest.raises(ValueError, match=r"frame 'b' has series \['r'\], expected \['s'\]"):
-        figures.line_slider([1, 2], {}, {"a": {"s": [1, 2]}, "b": {"r": [1, 2]}}, prefix="", **LINE)
+        plots.line_slider([1, 2], {}, {"a": {"s": [1, 2]}, "b": {"r": [1, 2]}}, prefix="", **LINE)
     with pytest.raises(ValueError, match=r"loss of 'run' has 2 values, expected 3 \(one per step"):
-        figures.loss_curves({"run": History(steps=[1, 2, 3], loss=[1.0, 0.5])}, title="t")
+        plots.loss_curves({"run": History(steps=[1, 2, 3], loss=[1.0, 0.5])}, title="t")
     with pytest.raises(ValueError, match=r"means has 2 values, expected 3 \(one per name\)"):
-        figures.points_with_errors(["a", "b", "c"], [1.0, 2.0], title="t", yaxis="y")
+        plots.points_with_errors(["a", "b", "c"], [1.0, 2.0], title="t", yaxis="y")
     with pytest.raises(ValueError, match=r"errors has 1 values, expected 2"):
-        figures.points_with_errors(["a", "b"], [1.0, 2.0], [0.1], title="t", yaxis="y")
+        plots.points_with_errors(["a", "b"], [1.0, 2.0], [0.1], title="t", yaxis="y")
     with pytest.raises(ValueError, match=r"colors has length 1, expected 2 \(one per name\)"):
-        figures.points_with_errors(["a", "b"], [1.0, 2.0], colors=["red"], title="t", yaxis="y")
+        plots.points_with_errors(["a", "b"], [1.0, 2.0], colors=["red"], title="t", yaxis="y")
     with pytest.raises(ValueError, match=r"labels has length 1, expected 2 \(one per frame\)"):
-        figures.slider(["a", "b"], ["a"], "p")
+        plots.slider(["a", "b"], ["a"], "p")
     grid = torch.arange(3.0)
     with pytest.raises(ValueError, match=r"panel 'p' has shape \(3, 4\), expected \(3, 3\)"):
-        figures.heatmap_grid({"p": torch.zeros(3, 4)}, x=grid, y=grid, **LINE)
+        plots.heatmap_grid({"p": torch.zeros(3, 4)}, x=grid, y=grid, **LINE)
     B = torch.randn(2, 3, 3)
     with pytest.raises(ValueError, match=r"feature_names has length 2, expected 3"):
-        figures.interaction_explorer(B, ["a", "b"], ["o", "p"])
+        explorers.interaction.figure(B, ["a", "b"], ["o", "p"])
     with pytest.raises(ValueError, match=r"output_names has length 1, expected 2 \(one per B_o\)"):
-        figures.interaction_explorer(B, ["a", "b", "c"], ["o"])
+        explorers.interaction.figure(B, ["a", "b", "c"], ["o"])
     with pytest.raises(ValueError, match=r"target has shape \(2, 4, 4\), expected \(2, 3, 3\)"):
-        figures.interaction_explorer(B, ["a", "b", "c"], ["o", "p"], torch.zeros(2, 4, 4))
+        explorers.interaction.figure(B, ["a", "b", "c"], ["o", "p"], torch.zeros(2, 4, 4))
     head = HeadProfile(0, 1, torch.eye(3), torch.zeros(3))
     with pytest.raises(ValueError, match=r"tokens has length 1, expected 3 \(one per row of E"):
-        figures.attention_explorer([head], ["a"])
+        explorers.attention.figure([head], ["a"])
 
 
 def test_empty_inputs_raise_a_clear_error():
     """They gave IndexError, AttributeError or plotly's complaint about make_subplots rows."""
     grid = torch.arange(3.0)
     for call, name in [
-        (lambda: figures.symmetry_explorer([], _profile()), "profiles"),
-        (lambda: figures.slot_explorer([], "t"), "reports"),
-        (lambda: figures.attention_explorer([], []), "profiles"),
-        (lambda: figures.deductive_explorer([]), "profiles"),
-        (lambda: figures.twirl_explorer({}), "densities"),
-        (lambda: figures.line_slider([1], {}, {}, prefix="", **LINE), "frames"),
-        (lambda: figures.loss_curves({}, title="t"), "histories"),
-        (lambda: figures.heatmap_grid({}, x=grid, y=grid, **LINE), "panels"),
-        (lambda: figures.slider([], [], ""), "frame_names"),
-        (lambda: figures.points_with_errors([], [], title="t", yaxis="y"), "names"),
+        (lambda: explorers.symmetry.figure([], _profile()), "profiles"),
+        (lambda: explorers.slot.figure([], "t"), "reports"),
+        (lambda: explorers.attention.figure([], []), "profiles"),
+        (lambda: explorers.deductive.figure([]), "profiles"),
+        (lambda: explorers.twirl.figure({}), "densities"),
+        (lambda: plots.line_slider([1], {}, {}, prefix="", **LINE), "frames"),
+        (lambda: plots.loss_curves({}, title="t"), "histories"),
+        (lambda: plots.heatmap_grid({}, x=grid, y=grid, **LINE), "panels"),
+        (lambda: plots.slider([], [], ""), "frame_names"),
+        (lambda: plots.points_with_errors([], [], title="t", yaxis="y"), "names"),
     ]:
         with pytest.raises(ValueError, match=rf"^{name} is empty: nothing to show$"):
             call()
     # no series at all is an empty styled figure that a chapter adds its own traces to
-    assert len(figures.line_plot([], {}, log_y=True, **LINE).data) == 0
+    assert len(plots.line_plot([], {}, log_y=True, **LINE).data) == 0
 
 
 def test_non_finite_and_out_of_domain_values_raise():
     with pytest.raises(ValueError, match=r"series 'a' must be finite, got nan at index 1"):
-        figures.line_plot([1, 2], {"a": [1.0, math.nan]}, **LINE)
+        plots.line_plot([1, 2], {"a": [1.0, math.nan]}, **LINE)
     with pytest.raises(ValueError, match=r"panel 'p' must be finite, got inf at index \(0, 1\)"):
         panel = torch.tensor([[0.0, math.inf], [0.0, 0.0]])
-        figures.heatmap_grid({"p": panel}, x=[0, 1], y=[0, 1], **LINE)
+        plots.heatmap_grid({"p": panel}, x=[0, 1], y=[0, 1], **LINE)
     with pytest.raises(ValueError, match=r"x must be positive on a logarithmic axis, got 0.0 at"):
-        figures.line_plot([0, 1, 2], {"a": [1, 2, 3]}, log_x=True, **LINE)
+        plots.line_plot([0, 1, 2], {"a": [1, 2, 3]}, log_x=True, **LINE)
     with pytest.raises(ValueError, match=r"values must be positive on a logarithmic axis, got -1"):
-        figures.log_axis(go.Figure(), "x", [-1.0, 1.0])
+        plots.log_axis(go.Figure(), "x", [-1.0, 1.0])
     with pytest.raises(ValueError, match=r"errors must be ≥ 0, got -0.1 at index 0"):
-        figures.points_with_errors(["a"], [1.0], [-0.1], title="t", yaxis="y")
+        plots.points_with_errors(["a"], [1.0], [-0.1], title="t", yaxis="y")
     with pytest.raises(TypeError, match=r"series 'a' must hold numbers, got a string 'abc'"):
-        figures.line_plot([1, 2, 3], {"a": "abc"}, **LINE)
+        plots.line_plot([1, 2, 3], {"a": "abc"}, **LINE)
     with pytest.raises(
         ValueError, match=r"densities\[4\] has shape \(4, 2\), expected square matrices"
     ):
-        figures.twirl_explorer({4: torch.zeros(4, 2)})
+        explorers.twirl.figure({4: torch.zeros(4, 2)})
     with pytest.raises(ValueError, match=r"^output_names is empty: nothing to show$"):
-        figures.interaction_explorer(torch.zeros(0, 3, 3), ["a", "b", "c"], [])
+        explorers.interaction.figure(torch.zeros(0, 3, 3), ["a", "b", "c"], [])
     with pytest.raises(ValueError, match=r"^B has shape \(2, 3, 4\), expected square matrices"):
-        figures.interaction_explorer(torch.zeros(2, 3, 4), ["a", "b", "c"], ["o", "p"])
+        explorers.interaction.figure(torch.zeros(2, 3, 4), ["a", "b", "c"], ["o", "p"])
     with pytest.raises(ValueError, match=r"^B is a meta tensor: it has a shape but no values"):
-        figures.interaction_explorer(torch.zeros(1, 3, 3, device="meta"), ["a", "b", "c"], ["o"])
+        explorers.interaction.figure(torch.zeros(1, 3, 3, device="meta"), ["a", "b", "c"], ["o"])
 
 
 def test_out_of_range_numbers_and_choices_raise():
     """ipywidgets clamped out-of-range slider values silently (β = 100 showed β = 20)."""
     grid = torch.arange(2.0)
     with pytest.raises(ValueError, match=r"^cols must be ≥ 1, got 0$"):
-        figures.heatmap_grid({"p": torch.zeros(2, 2)}, x=grid, y=grid, cols=0, **LINE)
+        plots.heatmap_grid({"p": torch.zeros(2, 2)}, x=grid, y=grid, cols=0, **LINE)
     with pytest.raises(ValueError, match=r"^height must be ≥ 1, got -5$"):
-        figures.line_plot([1], {"a": [1]}, height=-5, **LINE)
+        plots.line_plot([1], {"a": [1]}, height=-5, **LINE)
     with pytest.raises(TypeError, match=r"^height must be an int, got str '400'$"):
-        figures.line_plot([1], {"a": [1]}, height="400", **LINE)
+        plots.line_plot([1], {"a": [1]}, height="400", **LINE)
     with pytest.raises(ValueError, match=r"^axis must be one of 'x', 'y'; got 'z'$"):
-        figures.log_axis(go.Figure(), "z")
+        plots.log_axis(go.Figure(), "z")
     with pytest.raises(ValueError, match=r"^beta must be in \[0.0501187, 19.9526\], got 100.0$"):
-        widgets.symmetry_explorer("swish", 100.0)
+        explorers.symmetry.widget("swish", 100.0)
     with pytest.raises(ValueError, match=r"^beta must be in \[.*\], got nan$"):
-        widgets.symmetry_explorer("swish", math.nan)
+        explorers.symmetry.widget("swish", math.nan)
     with pytest.raises(ValueError, match=r"^act must be one of 'identity', 'relu', .*; got 'tanh'"):
-        widgets.symmetry_explorer("tanh")
+        explorers.symmetry.widget("tanh")
     with pytest.raises(ValueError, match=r"^rho must be in \[-0.9, 0.9\], got 0.95$"):
-        widgets.symmetry_explorer("swish", rho=0.95)
+        explorers.symmetry.widget("swish", rho=0.95)
     with pytest.raises(ValueError, match=r"transforms\['swiglu'\] lacks \['swap'\]"):
-        widgets.symmetry_explorer(transforms={"swiglu": {"alphas": [1.0], "scaled": [0.1]}})
+        explorers.symmetry.widget(transforms={"swiglu": {"alphas": [1.0], "scaled": [0.1]}})
     with pytest.raises(ValueError, match="cloud's b"):
-        widgets.symmetry_explorer(cloud=(torch.zeros(3), torch.zeros(4), "unit"))
+        explorers.symmetry.widget(cloud=(torch.zeros(3), torch.zeros(4), "unit"))
     with pytest.raises(ValueError, match=r"^rank must be in \[1, 64\], got 100$"):
-        widgets.cost_explorer(768, rank=100)
+        explorers.cost.widget(768, rank=100)
     with pytest.raises(ValueError, match=r"^width_factor must be in \[1, 8\], got 0$"):
-        widgets.cost_explorer(768, width_factor=0)
+        explorers.cost.widget(768, width_factor=0)
     with pytest.raises(ValueError, match=r"^d_model must be one of 64, 128, .*; got 100$"):
-        widgets.cost_explorer(100)
+        explorers.cost.widget(100)
     with pytest.raises(ValueError, match=r"^first must be one of 'a', 'b'; got 'c'$"):
-        widgets.paired_comparison({"a": _runs([0, 1]), "b": _runs([0, 1])}, "c", "a")
+        explorers.paired.widget({"a": _runs([0, 1]), "b": _runs([0, 1])}, "c", "a")
 
 
 def _runs(seeds: list[int]) -> SeedRuns:
@@ -174,41 +198,41 @@ def test_bad_layer_head_and_slot_indices_name_the_valid_range():
     """They gave a bare TraitError ('Invalid selection: value not found') or were clamped."""
     model = types.SimpleNamespace(config=CONFIG)  # the indices are checked before the model runs
     with pytest.raises(ValueError, match=r"^layer must be in 0 … 2 \(number of layers: 3\), got 3"):
-        widgets.attention_explorer(model, None, "text", layer=3)
+        explorers.attention.widget(model, None, "text", layer=3)
     with pytest.raises(ValueError, match=r"^head must be in 0 … 1 \(number of heads: 2\), got -1"):
-        widgets.deductive_explorer(model, None, ["a", "b"], head=-1)
+        explorers.deductive.widget(model, None, ["a", "b"], head=-1)
     with pytest.raises(TypeError, match=r"^layer must be an int, got float 1.0$"):
-        widgets.attention_explorer(model, None, "text", layer=1.0)
+        explorers.attention.widget(model, None, "text", layer=1.0)
     with pytest.raises(ValueError, match=r"^slot must be in 0 … 3 \(number of slots: 4\), got 4$"):
-        widgets.slot_explorer(None, None, torch.rand(4, 10), layer=0, slot=4)
+        explorers.slot.widget(None, None, torch.rand(4, 10), layer=0, slot=4)
 
 
 def test_wrong_kinds_of_items_raise_a_type_error():
     with pytest.raises(TypeError, match=r"^profiles\[1\] must be a SymmetryProfile, got str$"):
-        figures.symmetry_explorer([_profile(), "ReLU"], _profile())
+        explorers.symmetry.figure([_profile(), "ReLU"], _profile())
     with pytest.raises(TypeError, match=r"^reference must be a SymmetryProfile, got NoneType$"):
-        figures.symmetry_explorer([_profile()], None)
+        explorers.symmetry.figure([_profile()], None)
     with pytest.raises(TypeError, match=r"^frame_names must be a sequence, got int$"):
-        figures.slider(3, [], "")
+        plots.slider(3, [], "")
     with pytest.raises(TypeError, match=r"^series must be a mapping, got list$"):
-        figures.line_plot([1, 2], [[1, 2]], **LINE)
+        plots.line_plot([1, 2], [[1, 2]], **LINE)
     with pytest.raises(TypeError, match=r"^panels must be a mapping, got list$"):
-        figures.heatmap_grid([torch.zeros(2, 2)], x=[0, 1], y=[0, 1], **LINE)
+        plots.heatmap_grid([torch.zeros(2, 2)], x=[0, 1], y=[0, 1], **LINE)
 
 
 def test_explorers_refuse_what_would_mislead():
     """Unpaired seeds cannot be compared pairwise; one prompt copied twice showed a spread of 0."""
     with pytest.raises(ValueError, match=r"runs 'a' and 'b' used different seeds \(\[0, 1\] and"):
-        widgets.paired_comparison({"a": _runs([0, 1]), "b": _runs([2, 3])}, "a", "b")
+        explorers.paired.widget({"a": _runs([0, 1]), "b": _runs([2, 3])}, "a", "b")
     model = types.SimpleNamespace(config=CONFIG)
     with pytest.raises(ValueError, match=r"prompts must hold at least two non-blank prompts"):
-        widgets.deductive_explorer(model, None, ["only one", "  "])
+        explorers.deductive.widget(model, None, ["only one", "  "])
 
 
 def test_valid_inputs_still_draw_every_point():
-    fig = figures.line_plot(torch.tensor([1.0, 10.0, 100.0]), {"a": [3, 2, 1]}, log_x=True, **LINE)
+    fig = plots.line_plot(torch.tensor([1.0, 10.0, 100.0]), {"a": [3, 2, 1]}, log_x=True, **LINE)
     assert list(fig.data[0].x) == [1.0, 10.0, 100.0] and list(fig.data[0].y) == [3.0, 2.0, 1.0]
-    fig = figures.symmetry_explorer([_profile("a"), _profile("b")], _profile())
+    fig = explorers.symmetry.figure([_profile("a"), _profile("b")], _profile())
     assert [f.name for f in fig.frames] == ["0: a", "1: b"]
 
 
@@ -216,7 +240,7 @@ def test_symmetry_explorer_draws_the_input_contours_and_a_cloud():
     from kvattn.symmetry import symmetry_profile
 
     profiles = [symmetry_profile("silu", n=11, rho=r, mean=m) for r, m in [(0.0, 0.0), (0.6, 1.0)]]
-    fig = figures.symmetry_explorer(
+    fig = explorers.symmetry.figure(
         profiles, profiles[0], labels=["independent", "ρ 0.6"], prefix="",
         cloud=([0.1, -0.2], [0.3, 0.4], "trained unit"),
     )  # fmt: skip
@@ -231,24 +255,24 @@ def test_symmetry_explorer_draws_the_input_contours_and_a_cloud():
     assert "ρ = 0.6, mean 1" in fig.frames[1].layout.title.text
     assert profiles[1].exchange < profiles[0].exchange  # correlated inputs are exchanged gently
     with pytest.raises(ValueError, match="labels"):
-        figures.symmetry_explorer(profiles, profiles[0], labels=["one"])
+        explorers.symmetry.figure(profiles, profiles[0], labels=["one"])
 
 
 def test_dose_response_draws_every_run_and_the_means_with_standard_errors():
     v = [[0.0, 0.2], [0.4, 0.6]]
     y = [[3.0, 3.2], [2.9, 3.3]]
-    fig = figures.dose_response([0.5, 4.0], v, y, title="t")
+    fig = plots.dose_response([0.5, 4.0], v, y, title="t")
     *seeds, means = fig.data
     assert len(seeds) == 2 and list(seeds[1].x) == [0.2, 0.6] and list(seeds[1].y) == [3.2, 3.3]
     assert list(means.x) == pytest.approx([0.1, 0.5]) and list(means.y) == pytest.approx([3.1, 3.1])
     assert list(means.error_x.array) == pytest.approx([0.1, 0.1])  # sd/√2 of two values 0.2 apart
     assert list(means.text) == ["β = 0.5", "β = 4"]
     with pytest.raises(ValueError, match="one per β"):
-        figures.dose_response([1.0], v, y, title="t")
+        plots.dose_response([1.0], v, y, title="t")
     with pytest.raises(ValueError, match="at least 2 seeds"):
-        figures.dose_response([0.5, 4.0], [[0.1], [0.2]], [[3.0], [3.1]], title="t")
+        plots.dose_response([0.5, 4.0], [[0.1], [0.2]], [[3.0], [3.1]], title="t")
     with pytest.raises(ValueError, match="final has shape"):
-        figures.dose_response([0.5, 4.0], v, [[3.0], [3.1]], title="t")
+        plots.dose_response([0.5, 4.0], v, [[3.0], [3.1]], title="t")
 
 
 def test_deductive_explorer_has_a_colour_bar_per_panel_and_marks_what_a_model_lacks():
@@ -264,7 +288,7 @@ def test_deductive_explorer_has_a_colour_bar_per_panel_and_marks_what_a_model_la
         0, 1, {"G_LM": full["G_LM"]}, {"G_LM": torch.zeros(4, 4, dtype=torch.float64)},
         {"G_LM": 0.0}, {"G_LM": 0.0}, "constant-G",
     )  # fmt: skip
-    fig = figures.deductive_explorer([trained, fixed])
+    fig = explorers.deductive.figure([trained, fixed])
     assert [f.name for f in fig.frames] == ["0: trained L0 H1", "1: constant-G L0 H1"]
     first = fig.frames[0].data
     assert all(t.colorbar.thickness == 8 for t in first)  # every panel has its colour bar
@@ -293,7 +317,7 @@ def _trajectories(steps=(0, 2, 4), layers=2) -> dict:
 def test_collapse_trajectories_draw_a_line_per_layer_and_measure():
     probes = _trajectories()
     probes["A_sigma_ratio"][1][0] = None  # undefined there: a gap
-    fig = figures.collapse_trajectories(probes)
+    fig = plots.collapse_trajectories(probes)
     assert len(fig.data) == 5 * 2 + 3
     first = fig.data[0]
     assert first.name == "layer 0" and list(first.x) == [0, 2, 4]
@@ -310,7 +334,7 @@ def test_collapse_trajectories_draw_a_line_per_layer_and_measure():
     assert list(fig.data[-3].y) == [0.5, 0.25, 0.1667]
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis6.type != "log"
     assert "4 probe blocks" in fig.layout.title.text
-    linear = figures.collapse_trajectories(_trajectories(layers=3), log_y=False)
+    linear = plots.collapse_trajectories(_trajectories(layers=3), log_y=False)
     assert len(linear.data) == 5 * 3 + 3 and linear.layout.yaxis.type != "log"
 
 
@@ -337,16 +361,16 @@ def test_collapse_trajectories_refuse_malformed_input(change, error, match):
     probes = _trajectories()
     change(probes)
     with pytest.raises(error, match=match):
-        figures.collapse_trajectories(probes)
+        plots.collapse_trajectories(probes)
 
 
 def test_collapse_trajectories_refuse_what_is_not_a_mapping():
     with pytest.raises(TypeError, match="probes must be a mapping"):
-        figures.collapse_trajectories([1, 2])
+        plots.collapse_trajectories([1, 2])
 
 
 def test_run_curves_draw_each_run_on_its_own_x_and_the_threshold_across_all():
-    fig = figures.run_curves(
+    fig = plots.run_curves(
         {"base": ([0, 1, 2, 3], [0.3, 0.2, 0.15, 0.1]), "batch 64": ([0, 2], [0.3, 0.05])},
         title="t",
         xaxis="tokens",
@@ -360,7 +384,7 @@ def test_run_curves_draw_each_run_on_its_own_x_and_the_threshold_across_all():
         list(line.x) == [0, 3] and list(line.y) == [0.01, 0.01] and line.name == "collapsed below"
     )
     assert line.line.dash == "dash" and fig.layout.yaxis.type == "log"
-    no_line = figures.run_curves({"a": ([1, 2], [-1.0, 1.0])}, title="t", xaxis="x", yaxis="y")
+    no_line = plots.run_curves({"a": ([1, 2], [-1.0, 1.0])}, title="t", xaxis="x", yaxis="y")
     assert len(no_line.data) == 1 and no_line.layout.yaxis.type != "log"
 
 
@@ -385,14 +409,14 @@ def test_run_curves_draw_each_run_on_its_own_x_and_the_threshold_across_all():
 def test_run_curves_refuse_malformed_input(kwargs, error, match):
     args = {"curves": {"a": ([1, 2], [0.5, 0.25])}, "log_y": True, **kwargs}
     with pytest.raises(error, match=match):
-        figures.run_curves(**args, title="t", xaxis="x", yaxis="y")
+        plots.run_curves(**args, title="t", xaxis="x", yaxis="y")
 
 
 def test_interval_bands_shade_each_interval_in_its_series_colour():
     """Each series is a band (upper, then lower filled to it) and a line, in the house colour;
     the reference is a dotted line at its value."""
     x = [1, 2, 3]
-    fig = figures.interval_bands(
+    fig = plots.interval_bands(
         x,
         {"silu": ([0.0, 0.1, 0.2], [-0.1, 0.0, 0.1], [0.1, 0.2, 0.3])},
         title="t",
@@ -403,11 +427,11 @@ def test_interval_bands_shade_each_interval_in_its_series_colour():
     upper, lower, line = fig.data
     assert upper.y == (0.1, 0.2, 0.3) and lower.y == (-0.1, 0.0, 0.1) and line.y == (0.0, 0.1, 0.2)
     assert lower.fill == "tonexty" and upper.fill is None
-    assert lower.fillcolor == "rgba(213, 94, 0, 0.2)" and line.line.color == figures.COLORS["silu"]
+    assert lower.fillcolor == "rgba(213, 94, 0, 0.2)" and line.line.color == plots.COLORS["silu"]
     assert not upper.showlegend and not lower.showlegend and line.name == "silu"
     assert [shape.y0 for shape in fig.layout.shapes] == [0.05]
     assert fig.layout.shapes[0].line.dash == "dot"
-    no_line = figures.interval_bands(
+    no_line = plots.interval_bands(
         x, {"other": (x, x, x)}, title="t", xaxis="x", yaxis="y", reference=None
     )
     assert no_line.layout.shapes == () and no_line.data[2].line.color == "#0072B2"
@@ -427,7 +451,7 @@ def test_interval_bands_shade_each_interval_in_its_series_colour():
 )
 def test_interval_bands_refuse_bad_series(series, kwargs, error, match):
     with pytest.raises(error, match=match):
-        figures.interval_bands([1.0], series, title="t", xaxis="x", yaxis="y", **kwargs)
+        plots.interval_bands([1.0], series, title="t", xaxis="x", yaxis="y", **kwargs)
 
 
 def test_loss_curves_refuse_a_loss_a_log_axis_would_drop():
@@ -438,28 +462,28 @@ def test_loss_curves_refuse_a_loss_a_log_axis_would_drop():
         ValueError,
         match=r"^loss of 'run' must be positive on a logarithmic axis, got 0.0 at index 1$",
     ):
-        figures.loss_curves({"run": history}, title="t")
+        plots.loss_curves({"run": history}, title="t")
     with pytest.raises(ValueError, match=r"loss of 'b' must be positive .* got -0.25 at index 0$"):
-        figures.loss_curves({"a": History([1], [0.5]), "b": History([1], [-0.25])}, title="t")
-    linear = figures.loss_curves({"run": history}, title="t", log_y=False)
+        plots.loss_curves({"a": History([1], [0.5]), "b": History([1], [-0.25])}, title="t")
+    linear = plots.loss_curves({"run": history}, title="t", log_y=False)
     assert list(linear.data[0].y) == [1.0, 0.0, 0.5] and linear.layout.yaxis.type != "log"
-    logged = figures.loss_curves({"run": History([1, 2], [1.0, 0.5])}, title="t")
+    logged = plots.loss_curves({"run": History([1, 2], [1.0, 0.5])}, title="t")
     assert list(logged.data[0].y) == [1.0, 0.5] and logged.layout.yaxis.type == "log"
     with pytest.raises(TypeError, match=r"^histories\['run'\] must be a History \(steps, loss\)"):
-        figures.loss_curves({"run": [1.0, 0.5]}, title="t")
+        plots.loss_curves({"run": [1.0, 0.5]}, title="t")
 
 
 def test_static_attention_explorer_refuses_an_empty_or_unsplit_prompt():
     """An empty prompt drew an empty figure; a string of tokens was split into characters."""
     empty = HeadProfile(0, 0, torch.zeros(0, 0), torch.zeros(0))
     with pytest.raises(ValueError, match=r"^tokens is empty: nothing to show$"):
-        figures.attention_explorer([empty], [])
+        explorers.attention.figure([empty], [])
     head = HeadProfile(0, 1, torch.eye(3), torch.zeros(3))
     with pytest.raises(TypeError, match=r"^tokens must be a sequence, got str$"):
-        figures.attention_explorer([head], "abc")
+        explorers.attention.figure([head], "abc")
     broken = HeadProfile(0, 1, torch.full((3, 3), math.nan), torch.zeros(3))
     with pytest.raises(ValueError, match=r"^E of layer 0, head 1 must be finite, got nan at"):
-        figures.attention_explorer([broken], ["a", "b", "c"])
+        explorers.attention.figure([broken], ["a", "b", "c"])
 
 
 def test_bad_inputs_fail_before_anything_is_drawn():
@@ -467,36 +491,36 @@ def test_bad_inputs_fail_before_anything_is_drawn():
     TraitError) or was drawn silently (a β of NaN)."""
     grid = [0.0, 1.0]
     with pytest.raises(ValueError, match=r"^x and y must not be empty, got 0 x and 0 y values$"):
-        figures.heatmap_grid({"p": torch.zeros(0, 0)}, x=[], y=[], **LINE)
+        plots.heatmap_grid({"p": torch.zeros(0, 0)}, x=[], y=[], **LINE)
     with pytest.raises(TypeError, match=r"^cloud must be \(a, b, name\), got \(\[0.1\], \[0.2\]\)"):
-        figures.symmetry_explorer([_profile()], _profile(), cloud=([0.1], [0.2]))
+        explorers.symmetry.figure([_profile()], _profile(), cloud=([0.1], [0.2]))
     with pytest.raises(TypeError, match=r"^cloud must be \(a, b, name\)"):
-        widgets.symmetry_explorer(cloud=(torch.zeros(3), torch.zeros(3)))
+        explorers.symmetry.widget(cloud=(torch.zeros(3), torch.zeros(3)))
     v, y = [[0.0, 0.2], [0.4, 0.6]], [[3.0, 3.2], [2.9, 3.3]]
     with pytest.raises(ValueError, match=r"^betas must be finite, got nan at index 0$"):
-        figures.dose_response([math.nan, 4.0], v, y, title="t")
+        plots.dose_response([math.nan, 4.0], v, y, title="t")
     with pytest.raises(TypeError, match=r"^betas must hold numbers"):
-        figures.dose_response(["small", "large"], v, y, title="t")
+        plots.dose_response(["small", "large"], v, y, title="t")
     with pytest.raises(TypeError, match=r"^densities\[4\] must be a torch.Tensor, got list$"):
-        figures.twirl_explorer({4: [[1.0, 0.0], [0.0, 1.0]]})
+        explorers.twirl.figure({4: [[1.0, 0.0], [0.0, 1.0]]})
     with pytest.raises(TypeError, match=r"^results\[0\] must be a Mapping, got int$"):
-        figures.benchmark_ratios([1])
+        plots.benchmark_ratios([1])
     with pytest.raises(TypeError, match=r"^frame 'a' must be a mapping, got list$"):
-        figures.line_slider(grid, {}, {"a": [1.0, 2.0]}, prefix="", **LINE)
+        plots.line_slider(grid, {}, {"a": [1.0, 2.0]}, prefix="", **LINE)
     transform = {"alphas": [0.5, 2.0], "scaled": [0.1, 0.0], "swap": 0.3}
     with pytest.raises(
         ValueError,
         match=r"^transforms\['s'\]\['scaled'\] must be positive on a logarithmic axis, got 0.0",
     ):
-        widgets.symmetry_explorer(transforms={"s": transform})
+        explorers.symmetry.widget(transforms={"s": transform})
     with pytest.raises(ValueError, match=r"^transforms\['s'\]\['swap'\] must be finite, got nan$"):
-        widgets.symmetry_explorer(
+        explorers.symmetry.widget(
             transforms={"s": {**transform, "scaled": [1, 2], "swap": math.nan}}
         )
     from kvattn.mlp import GatedMLP
 
     with pytest.raises(ValueError, match=r"^inputs must have shape \(n ≥ 1, 4\), got \(0, 4\)$"):
-        widgets.interaction_explorer(
+        explorers.interaction.widget(
             GatedMLP(4, 6, 3), list("abcd"), list("xyz"), torch.zeros(0, 4)
         )
     for runs, error, match in [
@@ -514,19 +538,19 @@ def test_bad_inputs_fail_before_anything_is_drawn():
         ),
     ]:
         with pytest.raises(error, match=match):
-            widgets.paired_comparison(runs, "a", "b")
+            explorers.paired.widget(runs, "a", "b")
 
 
 def test_figures_take_the_nested_lists_they_accept_as_tensors():
     """heatmap_grid and interaction_explorer checked lists, then called tensor methods on them."""
     panel = [[1.0, -2.0], [0.5, 0.0]]
-    fig = figures.heatmap_grid({"p": panel}, x=[0, 1], y=[0, 1], **LINE)
+    fig = plots.heatmap_grid({"p": panel}, x=[0, 1], y=[0, 1], **LINE)
     assert fig.data[0].zmax == 2.0 and fig.data[0].zmin == -2.0
-    as_tensor = figures.heatmap_grid({"p": torch.tensor(panel)}, x=[0, 1], y=[0, 1], **LINE)
+    as_tensor = plots.heatmap_grid({"p": torch.tensor(panel)}, x=[0, 1], y=[0, 1], **LINE)
     assert as_tensor.to_plotly_json() == fig.to_plotly_json()
     B = [[[1.0, 2.0], [0.0, 1.0]]]
     target = [[[1.0, 1.0], [1.0, 3.0]]]
-    fig = figures.interaction_explorer(B, ["a", "b"], ["o"], target)
+    fig = explorers.interaction.figure(B, ["a", "b"], ["o"], target)
     assert fig.data[0].zmax == 3.0 and list(fig.data[1].z[0]) == [1.0, 1.0]  # sym(B_o)
-    same = figures.interaction_explorer(torch.tensor(B), ["a", "b"], ["o"], torch.tensor(target))
+    same = explorers.interaction.figure(torch.tensor(B), ["a", "b"], ["o"], torch.tensor(target))
     assert same.to_plotly_json() == fig.to_plotly_json()

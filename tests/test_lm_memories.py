@@ -368,13 +368,13 @@ def test_lift_labels_use_the_fewest_decimals_that_tell_lifts_apart():
 
 
 def test_slot_explorer_labels_each_bar_and_starts_at_uniform():
-    from kvattn import figures
+    from kvattn.explorers import slot
     from kvattn.memories import SlotReport
 
     reports = [
         SlotReport(1, s, [("ctx", "a", "b", 0.5)], [("▁x", 1.2701), ("▁y", 1.2676)]) for s in (0, 1)
     ]
-    fig = figures.slot_explorer(reports, "Memory slot")
+    fig = slot.figure(reports, "Memory slot")
     bar = fig.data[1]
     assert list(bar.text) == ["×1.268", "×1.270"]
     assert fig.layout[bar.xaxis.replace("x", "xaxis")].range[0] == 1.0

@@ -9,7 +9,7 @@ import matplotlib
 import pytest
 import torch
 
-from kvattn import widgets
+from kvattn import explorers
 from kvattn.config import PLDRConfig
 from kvattn.pldr import GPT, PLDRLLM
 
@@ -45,7 +45,7 @@ def models(monkeypatch):
     import matplotlib.pyplot as plt
 
     shown = []
-    monkeypatch.setattr(widgets, "display", shown.append)
+    monkeypatch.setattr(explorers.generation, "display", shown.append)
     torch.manual_seed(0)
     yield GPT(CONFIG).eval(), PLDRLLM(CONFIG).eval(), shown
     plt.close("all")
@@ -57,8 +57,8 @@ def test_an_emptied_prompt_box_asks_for_a_prompt(models, capsys):
     import matplotlib.pyplot as plt
 
     gpt, pldr, shown = models
-    attention = widgets.attention_explorer(gpt, Chars(), "a cat")
-    generation = widgets.generation_explorer({"gpt": gpt, "pldr": pldr}, Chars(), "a cat")
+    attention = explorers.attention.widget(gpt, Chars(), "a cat")
+    generation = explorers.generation.widget({"gpt": gpt, "pldr": pldr}, Chars(), "a cat")
     for live in (attention, generation):
         text_box = live.children[0].children[0]
         for emptied in ("", "  \n", "\u200b"):
@@ -81,16 +81,16 @@ def test_an_empty_prompt_is_refused_before_anything_runs(models):
     for text in ("", " \t\n"):
         shown = re.escape(repr(text))
         with pytest.raises(ValueError, match=rf"^text is empty \({shown}\): type a prompt$"):
-            widgets.attention_explorer(gpt, Chars(), text)
+            explorers.attention.widget(gpt, Chars(), text)
         with pytest.raises(ValueError, match=rf"^prompt is empty \({shown}\): type a prompt$"):
-            widgets.generation_explorer({"gpt": gpt}, Chars(), text)
+            explorers.generation.widget({"gpt": gpt}, Chars(), text)
         with pytest.raises(ValueError, match=rf"^text is empty \({shown}\): type a prompt$"):
-            widgets.twirl_explorer(pldr, Chars(), text)
+            explorers.twirl.widget(pldr, Chars(), text)
     with pytest.raises(ValueError, match=r"^text '\\u200b' encodes to no tokens: type a prompt$"):
-        widgets.twirl_explorer(pldr, Chars(), "\u200b")
+        explorers.twirl.widget(pldr, Chars(), "\u200b")
     with pytest.raises(TypeError, match=r"^text must be a str, got NoneType$"):
-        widgets.attention_explorer(gpt, Chars(), None)
+        explorers.attention.widget(gpt, Chars(), None)
     with pytest.raises(TypeError, match=r"^prompts must be a sequence, got str$"):
-        widgets.deductive_explorer(pldr, Chars(), "one\ntwo")  # not split into characters
-    twirl = widgets.twirl_explorer(pldr, Chars(), "ab")  # a prompt of two tokens still draws
+        explorers.deductive.widget(pldr, Chars(), "one\ntwo")  # not split into characters
+    twirl = explorers.twirl.widget(pldr, Chars(), "ab")  # a prompt of two tokens still draws
     assert twirl.children[0].children[2].max == 2

@@ -1,0 +1,56 @@
+"""What the explorers' live faces share: the redraw wiring, the prompt check and the layer and
+head drop-downs of a decoder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+from ..config import PLDRConfig
+from ..plots.checks import _require_index
+
+#: What an explorer shows when the reader empties its prompt box (there is nothing to run on).
+_EMPTY_PROMPT = "Type a prompt: the text box is empty."
+
+
+def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.VBox:
+    """Wire ``controls`` to redraw into a fresh Output widget; draw once now."""
+    out = widgets.Output()
+
+    def redraw(_change=None) -> None:
+        with out:
+            out.clear_output(wait=True)
+            draw()
+            plt.show()
+
+    for control in controls:
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(controls), out])
+
+
+def _require_prompt(name: str, text: object) -> None:
+    """``text`` is a str with more than white space: an empty prompt encodes to no token ids
+    (and ``torch.tensor([])`` is a float tensor that the models refuse)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{name} is empty ({text!r}): type a prompt")
+
+
+def _layer_head_boxes(
+    cfg: PLDRConfig, layer: int, head: int
+) -> tuple[widgets.Dropdown, widgets.Dropdown]:
+    """Drop-downs over a decoder's layers and heads (``cfg`` a :class:`kvattn.PLDRConfig`);
+    ValueError for a ``layer`` or ``head`` that the model does not have."""
+    _require_index("layer", layer, cfg.num_hidden_layers, "layers")
+    _require_index("head", head, cfg.num_attention_heads, "heads")
+    layer_box = widgets.Dropdown(
+        options=list(range(cfg.num_hidden_layers)), value=layer, description="layer"
+    )
+    head_box = widgets.Dropdown(
+        options=list(range(cfg.num_attention_heads)), value=head, description="head"
+    )
+    return layer_box, head_box

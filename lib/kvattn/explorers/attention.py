@@ -1,0 +1,145 @@
+"""The attention explorer (chapter 6): a head's attention weights on a prompt and the asymmetry
+of its bilinear form at each query–key distance.
+
+Compute function: :func:`kvattn.diagnostics.heads.head_profile`. :func:`figure` is the static
+face (a slider over precomputed (layer, head) profiles); :func:`widget` the live face (any prompt,
+layer and head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import plotly.graph_objects as go
+import sentencepiece as spm
+import torch
+from plotly.subplots import make_subplots
+
+from ..diagnostics import HeadProfile, head_profile
+from ..pldr import DecoderLM
+from ..plots.checks import _require_array, _require_items, _require_length
+from ..plots.style import COLORS, LAYOUT, _round, slider
+from ._live import _EMPTY_PROMPT, _layer_head_boxes, _live, _require_prompt
+
+
+def figure(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
+    """The static face of chapter 6's attention explorer: a slider over (layer, head).
+
+    Left, the head's attention weights E on the input (rows: queries, columns: keys); right, the
+    asymmetry ‖M − Mᵀ‖/‖M‖ of its bilinear form at each query–key distance δ.
+
+    Raises ValueError when ``profiles`` or ``tokens`` is empty (an empty prompt), ``tokens`` does
+    not match a profile's ``E`` one token per row, or a profile holds a value that is not
+    finite; TypeError when an item is no :class:`~kvattn.diagnostics.heads.HeadProfile` or a
+    token no str.
+    """
+    _require_items("profiles", profiles, HeadProfile)
+    _require_items("tokens", tokens, str)
+    for p in profiles:
+        head = f"layer {p.layer}, head {p.head}"
+        _require_length("tokens", tokens, p.E.shape[-1], f"row of E of {head}")
+        _require_array(f"E of {head}", p.E, 2)
+        _require_array(f"asymmetry of {head}", p.asym, 1)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.6, 0.4],
+        horizontal_spacing=0.14,
+        subplot_titles=("attention weights E", "asymmetry of M_h(δ)"),
+    )
+    labels = [f"{i}:{t}" for i, t in enumerate(tokens)]
+
+    def traces(p: HeadProfile) -> list:
+        return [
+            go.Heatmap(
+                z=_round(p.E, 3),
+                x=labels,
+                y=labels,
+                colorscale="Blues",
+                zmin=0,
+                zmax=1,
+                colorbar=dict(x=0.52, len=0.85, thickness=12),
+            ),
+            go.Scatter(
+                x=list(range(len(p.asym))),
+                y=_round(p.asym, 4),
+                mode="lines+markers",
+                line=dict(color=COLORS["bilinear"]),
+            ),
+        ]
+
+    def name(p: HeadProfile) -> str:
+        return f"layer {p.layer}, head {p.head}"
+
+    for c, trace in enumerate(traces(profiles[0]), start=1):
+        fig.add_trace(trace, 1, c)
+    fig.frames = [
+        go.Frame(
+            name=name(p),
+            data=traces(p),
+            traces=[0, 1],
+            layout=dict(title_text=f"Attention of {name(p)}"),
+        )
+        for p in profiles
+    ]
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=1)
+    fig.update_xaxes(title_text="distance δ = i − j", row=1, col=2)
+    fig.update_yaxes(range=[0, 2.05], row=1, col=2)
+    fig.update_layout(
+        title=f"Attention of {name(profiles[0])}",
+        height=470,
+        showlegend=False,
+        sliders=[slider([name(p) for p in profiles], [name(p) for p in profiles], "")],
+        **LAYOUT,
+    )
+    return fig
+
+
+def widget(
+    model: DecoderLM,
+    tokenizer: spm.SentencePieceProcessor,
+    text: str,
+    layer: int = 0,
+    head: int = 0,
+) -> widgets.VBox:
+    """Type a prompt and pick a layer and head: the head's attention weights on the prompt and
+    the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor.
+
+    Raises TypeError when ``text`` is no str, ValueError when it is empty or white space, or
+    ``layer`` or ``head`` is one that the model does not have.
+    """
+    _require_prompt("text", text)
+
+    cfg = model.config
+    text_box = widgets.Text(
+        value=text,
+        description="prompt",
+        continuous_update=False,
+        layout=widgets.Layout(width="60%"),
+    )
+    layer_box, head_box = _layer_head_boxes(cfg, layer, head)
+
+    def draw() -> None:
+        ids = tokenizer.encode(text_box.value)[: cfg.max_position_embeddings]
+        if not ids:
+            print(_EMPTY_PROMPT)
+            return
+        device = next(model.parameters()).device
+        p = head_profile(model, torch.tensor([ids], device=device), layer_box.value, head_box.value)
+        pieces = [tokenizer.id_to_piece(i) for i in ids]
+        fig, axes = plt.subplots(
+            1, 2, figsize=(10, 4), dpi=72, gridspec_kw={"width_ratios": [3, 2]}
+        )
+        axes[0].imshow(p.E.numpy(), cmap="Blues", vmin=0, vmax=1)
+        axes[0].set_yticks(range(len(pieces)), pieces, fontsize=7)
+        axes[0].set_xticks([])
+        axes[0].set_title("attention weights E (rows: queries)")
+        axes[1].plot(p.asym.numpy(), "o-", color=COLORS["bilinear"])
+        axes[1].set(xlabel="distance δ", ylim=(0, 2.05), title="asymmetry of M_h(δ)")
+        fig.suptitle(f"layer {p.layer}, head {p.head}")
+        fig.tight_layout()
+
+    return _live([text_box, layer_box, head_box], draw)

@@ -1,0 +1,200 @@
+"""The G_LM invariance explorer (chapters 7 and 9): a head's deductive tensors A, A_LM, A_P and
+G_LM on one prompt, their spread across prompts, and their order parameters.
+
+Compute functions: :func:`kvattn.diagnostics.heads.deductive_tensors` and
+:func:`kvattn.diagnostics.heads.deductive_profile`. :func:`figure` is the static face (a slider
+over precomputed (model, layer, head) profiles); :func:`widget` the live face (any prompts, layer
+and head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import plotly.graph_objects as go
+import sentencepiece as spm
+import torch
+from plotly.subplots import make_subplots
+
+from ..diagnostics import DEDUCTIVE, DeductiveProfile, deductive_profile, deductive_tensors
+from ..pldr import DecoderLM
+from ..plots.checks import _require_items
+from ..plots.style import LAYOUT, _round, slider
+from ._live import _layer_head_boxes, _live
+
+
+def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
+    """The static face of the G_LM invariance explorer: a slider over (model, layer, head).
+
+    Top row: A, A_LM, A_P and G_LM on the first prompt, each with its own symmetric colour scale;
+    bottom row: their entry-wise standard deviation across the prompts, each on its own scale
+    (so a small spread is still visible; the colour bars give its size), every panel with its
+    colour bar. The title gives, per tensor, both order parameters (by the magnitude of the mean
+    and by the RMS) and the relative spread (rms of the spread over rms of the tensor), with the
+    ratio of relative spreads from one stage to the next (below 1: that stage made the prompts'
+    tensors more alike). Profiles labelled with their model (``DeductiveProfile.label``) let the
+    slider compare e.g. an initial, a trained and a constant-G model; a tensor a model does not
+    compute (a constant-G model's A) is drawn blank and marked "not computed".
+
+    Raises ValueError when ``profiles`` is empty, TypeError when an item is no
+    :class:`~kvattn.diagnostics.heads.DeductiveProfile`.
+    """
+    _require_items("profiles", profiles, DeductiveProfile)
+    names = list(DEDUCTIVE)
+    fig = make_subplots(
+        rows=2,
+        cols=4,
+        vertical_spacing=0.1,
+        horizontal_spacing=0.07,
+        subplot_titles=[f"{n}, first prompt" for n in names] + [f"spread of {n}" for n in names],
+    )
+    bars = []
+    for i in range(8):
+        suffix = "" if i == 0 else str(i + 1)
+        xd, yd = fig.layout[f"xaxis{suffix}"].domain, fig.layout[f"yaxis{suffix}"].domain
+        bars.append(
+            dict(
+                x=xd[1] + 0.004, y=(yd[0] + yd[1]) / 2, len=yd[1] - yd[0], thickness=8,
+                xanchor="left", tickfont=dict(size=9), exponentformat="e",
+            )
+        )  # fmt: skip
+
+    def traces(p: DeductiveProfile) -> list:
+        out = []
+        for r, row in enumerate(("first", "spread")):
+            for c, n in enumerate(names):
+                bar = bars[4 * r + c]
+                if n not in p.first:
+                    out.append(go.Heatmap(z=[[0.0]], colorscale="Greys", zmin=0, zmax=1,
+                                          showscale=False))  # fmt: skip
+                    continue
+                z = getattr(p, row)[n]
+                top = float(z.abs().max())
+                if row == "first":
+                    scale = top or 1.0
+                    kwargs = dict(colorscale="RdBu_r", zmin=-scale, zmax=scale)
+                else:
+                    kwargs = dict(colorscale="Viridis", zmin=0, zmax=top or 1.0)
+                # three significant digits of the panel's largest entry keep pages small
+                digits = 2 - int(np.floor(np.log10(top))) if top > 0 else 0
+                out.append(go.Heatmap(z=_round(z, max(digits, 0)), colorbar=bar, **kwargs))
+        return out
+
+    def title(p: DeductiveProfile) -> str:
+        who = f"{p.label}: " if p.label else ""
+        parts = []
+        for n in names:
+            if n not in p.first:
+                parts.append(f"{n} not computed")
+                continue
+            parts.append(
+                f"{n} {p.order[n]:.2g} | {p.order_rms.get(n, float('nan')):.2g} | "
+                f"{p.relative_spread(n):.2g}"
+            )
+        present = [n for n in names if n in p.first]
+        steps = [
+            f"{a}→{b} {p.relative_spread(b) / p.relative_spread(a):.2f}"
+            for a, b in pairwise(present)
+            if p.relative_spread(a) > 0
+        ]
+        return (
+            f"{who}layer {p.layer}, head {p.head}; order parameter by |mean| | by RMS | relative "
+            "spread:<br>"
+            + "; ".join(parts)
+            + ("<br>stage ratios of the relative spread: " + ", ".join(steps) if steps else "")
+        )
+
+    for i, trace in enumerate(traces(profiles[0])):
+        fig.add_trace(trace, i // 4 + 1, i % 4 + 1)
+    keys = [f"{i}: {p.label} L{p.layer} H{p.head}" for i, p in enumerate(profiles)]
+    fig.frames = [
+        go.Frame(name=key, data=traces(p), traces=list(range(8)), layout=dict(title_text=title(p)))
+        for key, p in zip(keys, profiles, strict=True)
+    ]
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    fig.update_layout(
+        title=dict(text=title(profiles[0]), font=dict(size=11)),
+        height=620,
+        sliders=[
+            slider(
+                keys,
+                [f"{p.label + ' ' if p.label else ''}L{p.layer} H{p.head}" for p in profiles],
+                "",
+            )
+        ],
+        **{**LAYOUT, "margin": dict(l=30, r=40, t=120, b=50)},
+    )
+    return fig
+
+
+def widget(
+    model: DecoderLM,
+    tokenizer: spm.SentencePieceProcessor,
+    prompts: Sequence[str],
+    layer: int = 0,
+    head: int = 0,
+) -> widgets.VBox:
+    """Edit the prompts (one per line) and pick a layer and head: A, A_LM, A_P, G_LM on the first
+    prompt, their spread across the prompts (each on its own colour scale, with colour bars), and
+    each tensor's order parameter by the magnitude of the mean and by the RMS.
+
+    Raises ValueError with fewer than two non-blank ``prompts`` (the spread is taken across
+    prompts) or a ``layer`` or ``head`` that the model does not have; TypeError when ``prompts``
+    is not a sequence of str (a single str would be split into its characters).
+    """
+    _require_items("prompts", prompts, str)
+    if len([t for t in prompts if t.strip()]) < 2:
+        raise ValueError(
+            f"prompts must hold at least two non-blank prompts (the spread is across prompts), "
+            f"got {prompts!r}"
+        )
+
+    cfg = model.config
+    text_box = widgets.Textarea(
+        value="\n".join(prompts),
+        description="prompts",
+        continuous_update=False,
+        layout=widgets.Layout(width="60%"),
+    )
+    layer_box, head_box = _layer_head_boxes(cfg, layer, head)
+
+    def draw() -> None:
+        device = next(model.parameters()).device
+        lines = [t for t in text_box.value.splitlines() if t.strip()]
+        if len(lines) < 2:  # one prompt copied would show a spread of 0: a false invariance
+            print("Enter at least two prompts, one per line: the spread is taken across prompts.")
+            return
+        ids = [
+            torch.tensor([tokenizer.encode(t)[: cfg.max_position_embeddings]], device=device)
+            for t in lines
+        ]
+        p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
+        fig, axes = plt.subplots(2, 4, figsize=(12, 5.4), dpi=72)
+        for col, name in enumerate(DEDUCTIVE):
+            for row in range(2):
+                axes[row, col].set_xticks([])
+                axes[row, col].set_yticks([])
+            if name not in p.first:  # a constant-G model computes G_LM only
+                axes[0, col].set_title(f"{name}: not computed", fontsize=9)
+                continue
+            scale = float(p.first[name].abs().max()) or 1.0
+            im = axes[0, col].imshow(p.first[name].numpy(), cmap="RdBu_r", vmin=-scale, vmax=scale)
+            fig.colorbar(im, ax=axes[0, col], shrink=0.8)
+            axes[0, col].set_title(name)
+            top = float(p.spread[name].max()) or 1.0  # its own scale: a small spread stays visible
+            im = axes[1, col].imshow(p.spread[name].numpy(), cmap="viridis", vmin=0, vmax=top)
+            fig.colorbar(im, ax=axes[1, col], shrink=0.8)
+            axes[1, col].set_title(
+                f"order {p.order[name]:.1e} (|mean|), {p.order_rms[name]:.2f} (RMS)", fontsize=8
+            )
+        fig.suptitle(
+            f"layer {p.layer}, head {p.head}: first prompt (top), spread across prompts (bottom)"
+        )
+        fig.tight_layout()
+
+    return _live([text_box, layer_box, head_box], draw)

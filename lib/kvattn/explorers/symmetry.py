@@ -1,0 +1,321 @@
+"""The symmetry explorer (chapter 4): for an activation σ, the exchange violation σ(a)b − σ(b)a
+with the inputs' contours, the gate g(z) = σ(z)/z and the scale violation E_sc(α).
+
+Compute function: :func:`kvattn.symmetry.symmetry_profile`. :func:`figure` is the static face (a
+slider over precomputed profiles, e.g. Swish-β over β); :func:`widget` the live face (σ, β and the
+inputs' correlation and mean chosen freely, and optionally a trained layer's transforms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from ..plots.checks import (
+    _require_array,
+    _require_choice,
+    _require_cloud,
+    _require_items,
+    _require_length,
+    _require_number,
+)
+from ..plots.style import COLORS, LAYOUT, _round, _short, log_axis, slider
+from ..symmetry import SymmetryProfile, input_contour, symmetry_profile
+from ._live import _live
+
+#: The activations the symmetry explorer offers (label, name).
+ACTIVATIONS = (
+    ("identity (bilinear)", "identity"),
+    ("ReLU", "relu"),
+    ("Swish-β", "swish"),
+    ("GELU", "gelu"),
+    ("sigmoid (GLU)", "sigmoid"),
+)
+
+#: The β slider's range as powers of ten (β from about 0.05 to 20).
+BETA_LOG10 = (-1.3, 1.3)
+#: The ρ slider's range (correlation of the two factors a, b).
+RHO_RANGE = (-0.9, 0.9)
+#: The mean slider's range (common mean of a and b).
+MEAN_RANGE = (-2.0, 2.0)
+
+
+def figure(
+    profiles: Sequence[SymmetryProfile],
+    reference: SymmetryProfile,
+    *,
+    labels: Sequence[str] | None = None,
+    prefix: str = "β = ",
+    cloud: tuple[Sequence[float], Sequence[float], str] | None = None,
+) -> go.Figure:
+    """The static face of the symmetry explorer: a slider over precomputed profiles.
+
+    Left: the pointwise exchange violation σ(a)b − σ(b)a, with the 1σ and 2σ contours of the
+    input distribution that the metrics average over (unit variances, correlation ρ, common
+    mean; circles for independent standard inputs) and, if ``cloud`` = (a, b, name) is given,
+    those points (e.g. a trained unit's standardised pre-activations). Middle: the gate
+    g(z) = σ(z)/z, with ``reference`` dashed for comparison. Right: the scale violation E_sc(α)
+    against ``|α|``, circles for α > 0 and squares for α < 0. The title reports E_ex (and ρ and the
+    mean when they are not 0). ``profiles`` are typically Swish-β for a range of β (the default
+    slider labels read β from each label) or one σ under several input distributions (pass
+    ``labels`` and a ``prefix``).
+
+    Raises ValueError when ``profiles`` is empty, ``labels`` does not match it one to one, or
+    the cloud's a and b differ in length or are not finite; TypeError when an item is no
+    :class:`~kvattn.symmetry.SymmetryProfile` or ``cloud`` is not (a, b, name).
+    """
+    _require_items("profiles", profiles, SymmetryProfile)
+    if not isinstance(reference, SymmetryProfile):
+        raise TypeError(f"reference must be a SymmetryProfile, got {type(reference).__name__}")
+    if labels is not None:
+        _require_length("labels", labels, len(profiles), "profile")
+    if cloud is not None:
+        cloud_a, cloud_b = _require_cloud(cloud)
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        column_widths=[0.34, 0.33, 0.33],
+        horizontal_spacing=0.1,
+        subplot_titles=(
+            "σ(a)b − σ(b)a",
+            f"gate g(z) (dashed: {reference.label})",
+            "E_sc vs |α|: ● α>0, ■ α<0",
+        ),
+    )
+    zmax = max(float(p.violation.abs().max()) for p in profiles)
+
+    def contours(p: SymmetryProfile) -> tuple[list, list]:
+        xs: list = []
+        ys: list = []
+        for radius in (1.0, 2.0):  # a gap (None) between the two closed curves
+            a, b = input_contour(p.rho, p.mean, radius)
+            ys += [*_round(a, 3), None]
+            xs += [*_round(b, 3), None]
+        return xs, ys
+
+    def traces(p: SymmetryProfile) -> list:
+        pos = p.alphas > 0
+        ex, ey = contours(p)
+        return [
+            go.Heatmap(
+                z=_round(p.violation, 3),
+                x=_round(p.grid, 3),
+                y=_round(p.grid, 3),
+                colorscale="RdBu_r",
+                zmin=-zmax,
+                zmax=zmax,
+                colorbar=dict(x=0.27, len=0.85, thickness=12),
+            ),
+            go.Scatter(
+                x=_round(p.grid, 3),
+                y=_round(p.gate, 4),
+                name="gate",
+                line=dict(color=COLORS["swiglu"]),
+            ),
+            go.Scatter(
+                x=_round(p.alphas[pos], 4),
+                y=_round(p.scale[pos], 4),
+                name="α > 0",
+                mode="lines+markers",
+                line=dict(color=COLORS["swiglu"]),
+                marker=dict(symbol="circle"),
+            ),
+            go.Scatter(
+                x=_round(-p.alphas[~pos], 4),
+                y=_round(p.scale[~pos], 4),
+                name="α < 0",
+                mode="lines+markers",
+                line=dict(color=COLORS["bilinear"]),
+                marker=dict(symbol="square"),
+            ),
+            go.Scatter(
+                x=ex, y=ey, name="inputs: 1σ, 2σ", mode="lines",
+                line=dict(color="#333333", width=1.5, dash="dot"),
+            ),
+        ]  # fmt: skip
+
+    def title(p: SymmetryProfile) -> str:
+        inputs = f" (ρ = {p.rho:g}, mean {p.mean:g})" if p.rho or p.mean else ""
+        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}{inputs}"
+
+    heat, gate, scale_pos, scale_neg, ellipse = traces(profiles[0])
+    fig.add_trace(heat, 1, 1)
+    fig.add_trace(gate, 1, 2)
+    fig.add_trace(
+        go.Scatter(
+            x=_round(reference.grid, 3),
+            y=_round(reference.gate, 4),
+            name=reference.label,
+            line=dict(color="#999999", dash="dash"),
+        ),
+        1,
+        2,
+    )
+    fig.add_trace(scale_pos, 1, 3)
+    fig.add_trace(scale_neg, 1, 3)
+    fig.add_trace(ellipse, 1, 1)
+    if cloud is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=_round(cloud_b, 3), y=_round(cloud_a, 3), mode="markers", name=cloud[2],
+                marker=dict(size=3, color="#009E73", opacity=0.5),
+            ),
+            1,
+            1,
+        )  # fmt: skip
+    names = [f"{i}: {p.label}" for i, p in enumerate(profiles)]  # unique frame names
+    shown = list(labels) if labels is not None else [_short(p.label) for p in profiles]
+    # Frames carry complete traces (with their axes), mapped onto traces 0, 1, 3, 4 and 5.
+    axes = [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x3", "y3"), ("x", "y")]
+    fig.frames = [
+        go.Frame(
+            name=name,
+            data=[
+                t.update(xaxis=ax, yaxis=ay) for t, (ax, ay) in zip(traces(p), axes, strict=True)
+            ],
+            traces=[0, 1, 3, 4, 5],
+            layout=dict(title_text=title(p)),
+        )
+        for name, p in zip(names, profiles, strict=True)
+    ]
+    extent = float(profiles[0].grid.abs().max())
+    fig.update_layout(
+        title=title(profiles[0]),
+        height=460,
+        showlegend=False,
+        sliders=[slider(names, shown, prefix)],
+        **LAYOUT,
+    )
+    fig.update_xaxes(range=[-extent, extent], row=1, col=1)
+    fig.update_yaxes(range=[-extent, extent], row=1, col=1)
+    fig.update_xaxes(title_text="b", row=1, col=1)
+    fig.update_yaxes(title_text="a", row=1, col=1)
+    fig.update_xaxes(title_text="z", row=1, col=2)
+    fig.update_yaxes(range=[-0.05, 1.05], row=1, col=2)
+    log_axis(fig, "x", [0.1, 1, 10], row=1, col=3)
+    fig.update_xaxes(title_text="|α|", row=1, col=3)
+    return fig
+
+
+def widget(
+    act: str = "swish",
+    beta: float = 1.0,
+    rho: float = 0.0,
+    mean: float = 0.0,
+    *,
+    cloud: tuple[Tensor, Tensor, str] | None = None,
+    transforms: Mapping[str, Mapping[str, object]] | None = None,
+) -> widgets.VBox:
+    """Pick an activation (and β for Swish-β) and the inputs' correlation ρ and common mean: see
+    σ(a)b − σ(b)a with the inputs' 1σ and 2σ contours, the gate g(z) and E_sc(α); the title gives
+    E_ex for those inputs (:func:`kvattn.symmetry.exchange_violation` with ``rho``, ``mean``).
+
+    ``cloud`` = (a, b, name) adds points to the first panel (e.g. a trained unit's standardised
+    pre-activations). ``transforms`` adds a fourth panel, a trained layer per name with keys
+    ``"alphas"`` (positive α), ``"scaled"`` (its loss after (q, k) → (αq, k/α) at each α) and
+    ``"swap"`` (its loss after q ↔ k), as chapter 4 measures them.
+
+    ``act`` is a name of :data:`ACTIVATIONS`; ``beta`` lies in [10^−1.3, 10^1.3]
+    (:data:`BETA_LOG10`), ``rho`` in :data:`RHO_RANGE`, ``mean`` in :data:`MEAN_RANGE`; anything
+    else, a cloud whose a and b differ in length, or a transform entry without those keys, with
+    a ``"scaled"`` loss per α that is not positive and finite (it is drawn on a logarithmic
+    axis) or a ``"swap"`` loss that is not a finite number raises ValueError (TypeError for a
+    cloud that is not (a, b, name)).
+    """
+    _require_choice("act", act, [name for _, name in ACTIVATIONS])
+    _require_number("beta", beta, 10 ** BETA_LOG10[0], 10 ** BETA_LOG10[1])
+    _require_number("rho", rho, *RHO_RANGE)
+    _require_number("mean", mean, *MEAN_RANGE)
+    if cloud is not None:
+        cloud_a, cloud_b = _require_cloud(cloud)
+    for name, entry in (transforms or {}).items():
+        missing = {"alphas", "scaled", "swap"} - set(entry)
+        if missing:
+            raise ValueError(f"transforms[{name!r}] lacks {sorted(missing)}")
+        alphas = _require_array(
+            f"transforms[{name!r}]['alphas']", entry["alphas"], 1, positive=True
+        )
+        _require_array(
+            f"transforms[{name!r}]['scaled']", entry["scaled"], alphas.shape, "one per α",
+            positive=True,
+        )  # fmt: skip
+        _require_array(f"transforms[{name!r}]['swap']", entry["swap"], 0)
+    act_box = widgets.Dropdown(options=list(ACTIVATIONS), value=act, description="σ")
+    beta_box = widgets.FloatLogSlider(
+        value=beta, base=10, min=BETA_LOG10[0], max=BETA_LOG10[1], step=0.05, description="β",
+        continuous_update=False,
+    )  # fmt: skip
+    rho_box = widgets.FloatSlider(
+        value=rho, min=RHO_RANGE[0], max=RHO_RANGE[1], step=0.1, description="ρ",
+        continuous_update=False,
+    )  # fmt: skip
+    mean_box = widgets.FloatSlider(
+        value=mean, min=MEAN_RANGE[0], max=MEAN_RANGE[1], step=0.25, description="mean",
+        continuous_update=False,
+    )  # fmt: skip
+
+    def draw() -> None:
+        beta_box.disabled = act_box.value != "swish"
+        p = symmetry_profile(
+            act_box.value,
+            beta_box.value if act_box.value == "swish" else None,
+            rho=rho_box.value,
+            mean=mean_box.value,
+        )
+        n_panels = 4 if transforms else 3
+        fig, axes = plt.subplots(1, n_panels, figsize=(3.7 * n_panels, 3.4), dpi=72)
+        lim = float(p.violation.abs().max()) or 1.0
+        g = p.grid.numpy()
+        im = axes[0].imshow(
+            p.violation.numpy(),
+            origin="lower",
+            cmap="RdBu_r",
+            vmin=-lim,
+            vmax=lim,
+            extent=(g[0], g[-1], g[0], g[-1]),
+        )
+        fig.colorbar(im, ax=axes[0], shrink=0.8)
+        for radius in (1.0, 2.0):
+            a, b = input_contour(p.rho, p.mean, radius)
+            axes[0].plot(b, a, "k:", lw=1)
+        if cloud is not None:
+            axes[0].scatter(cloud_b, cloud_a, s=3, alpha=0.4, color="#009E73", label=cloud[2])
+            axes[0].legend(loc="lower right", fontsize=8)
+        axes[0].set(xlim=(g[0], g[-1]), ylim=(g[0], g[-1]))
+        axes[0].set(xlabel="b", ylabel="a", title="σ(a)b − σ(b)a; inputs 1σ, 2σ")
+        if p.gate is None:
+            axes[1].text(0.5, 0.5, "no gate: σ(0) ≠ 0", ha="center", va="center")
+        else:
+            axes[1].plot(g, p.gate.numpy(), color=COLORS["swiglu"])
+        axes[1].set(xlabel="z", title="gate g(z) = σ(z)/z")
+        pos = p.alphas > 0
+        axes[2].semilogx(
+            p.alphas[pos].numpy(), p.scale[pos].numpy(), "o-", label="α > 0", color=COLORS["swiglu"]
+        )
+        axes[2].semilogx(
+            -p.alphas[~pos].numpy(),
+            p.scale[~pos].numpy(),
+            "s-",
+            label="α < 0",
+            color=COLORS["bilinear"],
+        )
+        axes[2].set(xlabel="|α|", title="scale violation E_sc(α)")
+        axes[2].legend()
+        if transforms:
+            for name, entry in transforms.items():
+                axes[3].loglog(
+                    entry["alphas"], entry["scaled"], "o-", ms=3, color=COLORS.get(name),
+                    label=f"{name} (swap: {float(entry['swap']):.3g})",
+                )  # fmt: skip
+            axes[3].set(xlabel="α > 0", title="trained: loss after (αq, k/α)")
+            axes[3].legend(fontsize=7)
+        inputs = f", inputs ρ = {p.rho:g}, mean {p.mean:g}" if p.rho or p.mean else ""
+        fig.suptitle(f"{p.label}: exchange violation E_ex = {p.exchange:.3f}{inputs}")
+        fig.tight_layout()
+
+    return _live([act_box, beta_box, rho_box, mean_box], draw)

@@ -1,0 +1,510 @@
+"""The chapters' general plots: lines, loss curves, heat-map grids, a line plot with a slider,
+points with error bars, interval bands, a dose-response plot and runs on their own x axes.
+
+Each takes tensors or sequences, checks them (:mod:`kvattn.plots.checks`) and returns a plotly
+figure in the house style (:mod:`kvattn.plots.style`); nothing here trains or measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from .checks import _require_array, _require_items, _require_length, _require_number
+from .style import LAYOUT, _round, color, log_axis, slider
+
+
+def line_plot(
+    x: Sequence[float] | torch.Tensor,
+    series: Mapping[str, Sequence[float] | torch.Tensor],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    colors: Mapping[str, str] | None = None,
+    height: int = 400,
+) -> go.Figure:
+    """One line per entry of ``series`` against the shared ``x``.
+
+    With no series it is an empty, styled figure to add traces to. Raises ValueError when a
+    series' length differs from ``x``'s, a value is not finite, an ``x`` is not positive on a
+    logarithmic x axis, or ``height`` < 1. (On a logarithmic y axis a value ≤ 0, such as an exact
+    zero, has no place and is not drawn.)
+    """
+    xs = _require_array("x", x, 1, positive=log_x)
+    _require_items("series", series, container=Mapping, empty=True)
+    for name, y in series.items():
+        _require_array(f"series {name!r}", y, xs.shape, "one value per x")
+    _require_number("height", height, 1, integer=True)
+    fig = go.Figure()
+    for name, y in series.items():
+        c = (colors or {}).get(name) or color(name)
+        fig.add_trace(
+            go.Scatter(x=_round(x), y=_round(y, 5), mode="lines", name=name, line=dict(color=c))
+        )
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
+    if log_x:
+        log_axis(fig, "x", _round(x))
+    if log_y:
+        log_axis(fig, "y")
+    return fig
+
+
+def loss_curves(
+    histories: Mapping[str, object],
+    *,
+    title: str,
+    yaxis: str = "loss",
+    log_y: bool = True,
+    height: int = 400,
+) -> go.Figure:
+    """Training-loss curves of several :class:`kvattn.train.History` records.
+
+    ``log_y`` (the default) draws the losses on a logarithmic axis, where a loss must be positive:
+    a loss is never negative, and an exact 0 or a negative value there is a bug in the input that
+    plotly would hide by dropping the point, so it is refused (pass ``log_y=False`` for a linear
+    axis).
+
+    Raises
+    ------
+    TypeError
+        ``histories`` is not a mapping, or a record has no ``steps`` and ``loss``.
+    ValueError
+        No records, a record whose ``loss`` and ``steps`` differ in length, a loss that is not
+        finite, or not positive with ``log_y`` (the message names the record, the value and its
+        index), or ``height`` < 1.
+    """
+    _require_items("histories", histories, container=Mapping)
+    for name, h in histories.items():
+        if not (hasattr(h, "steps") and hasattr(h, "loss")):
+            raise TypeError(
+                f"histories[{name!r}] must be a History (steps, loss), got {type(h).__name__}"
+            )
+        steps = _require_array(f"steps of {name!r}", h.steps, 1)
+        _require_array(f"loss of {name!r}", h.loss, steps.shape, "one per step", positive=log_y)
+    _require_number("height", height, 1, integer=True)
+    fig = go.Figure()
+    for name, h in histories.items():
+        fig.add_trace(
+            go.Scatter(
+                x=h.steps,
+                y=_round(h.loss, 5),
+                mode="lines",
+                name=name,
+                line=dict(color=color(name)),
+            )
+        )
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title=yaxis, height=height, **LAYOUT)
+    if log_y:
+        log_axis(fig, "y")
+    return fig
+
+
+def heatmap_grid(
+    panels: Mapping[str, torch.Tensor],
+    *,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    cols: int = 4,
+    symmetric: bool = True,
+    shared_scale: bool = True,
+    height: int | None = None,
+) -> go.Figure:
+    """Small multiples: one heat-map per entry of ``panels`` (each ``(len(y), len(x))``), on a
+    diverging colour scale centred at 0 when ``symmetric``, shared by all panels when
+    ``shared_scale`` (otherwise each panel has its own range, shown on hover).
+
+    Raises ValueError when ``panels`` is empty, ``x`` or ``y`` is empty, a panel's shape is not
+    ``(len(y), len(x))``, a value is not finite, or ``cols`` or ``height`` < 1.
+    """
+    xs, ys = _require_array("x", x, 1), _require_array("y", y, 1)
+    if xs.size == 0 or ys.size == 0:
+        raise ValueError(f"x and y must not be empty, got {xs.size} x and {ys.size} y values")
+    _require_items("panels", panels, container=Mapping)
+    arrays = {
+        name: _require_array(f"panel {name!r}", panel, (len(ys), len(xs)), "len(y), len(x)")
+        for name, panel in panels.items()
+    }
+    _require_number("cols", cols, 1, integer=True)
+    if height is not None:
+        _require_number("height", height, 1, integer=True)
+    names = list(panels)
+    rows = -(-len(names) // cols)
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.04, vertical_spacing=0.12
+    )
+    zmax = max(float(np.abs(a).max()) for a in arrays.values()) if symmetric else None
+    for i, name in enumerate(names):
+        if not shared_scale:
+            zmax = (float(np.abs(arrays[name]).max()) or 1.0) if symmetric else None
+        fig.add_trace(
+            go.Heatmap(
+                z=_round(panels[name], 3),
+                x=_round(x, 3),
+                y=_round(y, 3),
+                colorscale="RdBu_r" if symmetric else "Viridis",
+                zmin=-zmax if symmetric else None,
+                zmax=zmax,
+                showscale=shared_scale and i == 0,
+                colorbar=dict(len=0.8),
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+        fig.update_xaxes(title_text=xaxis, row=i // cols + 1, col=i % cols + 1)
+    fig.update_yaxes(title_text=yaxis, col=1)
+    fig.update_layout(title=title, height=height or 320 * rows + 80, **LAYOUT)
+    return fig
+
+
+def line_slider(
+    x: Sequence[float] | torch.Tensor,
+    fixed: Mapping[str, Sequence[float]],
+    frames: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    prefix: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    height: int = 440,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """Lines against a shared ``x``: the ``fixed`` series always, plus series that a slider
+    switches between. ``frames`` maps each slider label to its series (same names in every frame).
+
+    Raises ValueError when ``frames`` is empty, frames name different series, a series' length
+    differs from ``x``'s, a value is not finite, an ``x`` is not positive on a logarithmic x
+    axis, or ``height`` < 1; TypeError when a frame is not a mapping of series.
+    """
+    xs = _require_array("x", x, 1, positive=log_x)
+    labels = _require_items("frames", frames, container=Mapping)
+    for label, series in frames.items():
+        _require_items(f"frame {label!r}", series, container=Mapping, empty=True)
+    names = list(frames[labels[0]])
+    for label, series in frames.items():
+        if list(series) != names:
+            raise ValueError(
+                f"frame {label!r} has series {list(series)}, expected {names} (as the first frame)"
+            )
+    _require_items("fixed", fixed, container=Mapping, empty=True)
+    for where, series in [("fixed", fixed), *((f"frame {k!r}", v) for k, v in frames.items())]:
+        for name, y in series.items():
+            _require_array(f"{where} series {name!r}", y, xs.shape, "one value per x")
+    _require_number("height", height, 1, integer=True)
+    fig = go.Figure()
+    for name, y in fixed.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_round(x),
+                y=_round(y, 6),
+                mode="lines",
+                name=name,
+                line=dict(color=(colors or {}).get(name) or color(name)),
+            )
+        )
+    first = frames[labels[0]]
+    n_fixed = len(fixed)
+    for name, y in first.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_round(x),
+                y=_round(y, 6),
+                mode="lines+markers",
+                name=name,
+                line=dict(color=(colors or {}).get(name) or color(name), width=3),
+            )
+        )
+    fig.frames = [
+        go.Frame(
+            name=label,
+            data=[go.Scatter(y=_round(frames[label][n], 6), name=n) for n in first],
+            traces=list(range(n_fixed, n_fixed + len(first))),
+        )
+        for label in labels
+    ]
+    fig.update_layout(
+        title=title,
+        xaxis_title=xaxis,
+        yaxis_title=yaxis,
+        height=height,
+        sliders=[slider(labels, labels, prefix)],
+        **LAYOUT,
+    )
+    if log_x:
+        log_axis(fig, "x", _round(x))
+    if log_y:
+        log_axis(fig, "y")
+    return fig
+
+
+def points_with_errors(
+    names: Sequence[str],
+    means: Sequence[float],
+    errors: Sequence[float] | None = None,
+    *,
+    title: str,
+    yaxis: str,
+    colors: Sequence[str | None] | None = None,
+    height: int = 380,
+) -> go.Figure:
+    """One point per name with optional symmetric error bars (a dot plot: unlike bars on a
+    truncated axis, it does not exaggerate small differences).
+
+    Raises ValueError when ``names`` is empty, ``means``, ``errors`` or ``colors`` do not match
+    ``names`` one to one, a mean or error is not finite, an error is negative, or ``height`` < 1.
+    """
+    n = len(_require_items("names", names))
+    _require_array("means", means, (n,), "one per name")
+    if errors is not None:
+        _require_array("errors", errors, (n,), "one per name", nonnegative=True)
+    if colors is not None:
+        _require_length("colors", colors, n, "name")
+    _require_number("height", height, 1, integer=True)
+    fig = go.Figure(
+        go.Scatter(
+            x=list(names),
+            y=_round(means, 5),
+            mode="markers",
+            marker=dict(
+                size=12,
+                color=list(colors) if colors else [color(n) or "#0072B2" for n in names],
+            ),
+            # one colour for every bar: plotly would take the markers' colour list, which error bars
+            # cannot use (the browser logs "Invalid color specifier" and draws them black)
+            error_y=None
+            if errors is None
+            else dict(type="data", array=_round(errors, 5), color="#555555", thickness=1.5),
+        )
+    )
+    fig.update_layout(title=title, yaxis_title=yaxis, height=height, **LAYOUT)
+    return fig
+
+
+def interval_bands(
+    x: Sequence[float] | torch.Tensor,
+    series: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    reference: float | None = 0.0,
+    height: int = 400,
+) -> go.Figure:
+    """One line per entry of ``series`` against the shared ``x``, inside a shaded interval: a
+    paired difference along training with its confidence interval, say.
+
+    ``series``: name → ``(center, lower, upper)``, three sequences of ``len(x)`` values with
+    ``lower ≤ center ≤ upper``; each takes the house colour of its name. ``reference`` draws a
+    dotted horizontal line (``None``: none), such as the zero of a difference.
+
+    Raises
+    ------
+    TypeError
+        ``series`` is not a mapping of triples, or ``reference`` is not a number.
+    ValueError
+        No series, a sequence whose length differs from ``x``'s, a value that is not finite, a
+        center outside its interval, an infinite reference, or ``height`` < 1.
+    """
+    xs = _require_array("x", x, 1)
+    _require_items("series", series, container=Mapping)
+    _require_number("height", height, 1, integer=True)
+    if reference is not None:
+        biggest = float(np.finfo(float).max)  # refuses ±inf
+        _require_number("reference", reference, -biggest, biggest)
+    x = _round(xs)
+    fig = go.Figure()
+    for name, triple in series.items():
+        if not isinstance(triple, tuple | list) or len(triple) != 3:
+            raise TypeError(f"series[{name!r}] must be (center, lower, upper), got {triple!r:.80}")
+        center, lower, upper = (
+            _require_array(f"series[{name!r}] {part}", values, xs.shape, "one value per x")
+            for part, values in zip(("center", "lower", "upper"), triple, strict=True)
+        )
+        outside = (lower > center) | (center > upper)
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise ValueError(
+                f"series[{name!r}] center {center[i]} lies outside its interval "
+                f"[{lower[i]}, {upper[i]}] at index {i}"
+            )
+        rgb = (color(name) or "#0072B2").lstrip("#")
+        shade = "rgba({}, {}, {}, 0.2)".format(*(int(rgb[j : j + 2], 16) for j in (0, 2, 4)))
+        for edge, fill in ((upper, {}), (lower, dict(fill="tonexty", fillcolor=shade))):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_round(edge, 5),
+                    mode="lines",
+                    line=dict(width=0),
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=name,
+                    **fill,
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=_round(center, 5),
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                marker=dict(size=4),
+                line=dict(color="#" + rgb),
+            )
+        )
+    if reference is not None:
+        fig.add_hline(y=float(reference), line_dash="dot", line_color="#777777")
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
+    return fig
+
+
+def dose_response(
+    betas: Sequence[float],
+    violation: Sequence[Sequence[float]],
+    final: Sequence[Sequence[float]],
+    *,
+    title: str,
+    height: int = 420,
+) -> go.Figure:
+    """Final loss against measured exchange violation, one point per β (mean over seeds, ± one
+    standard error both ways) over small grey points, one per run (one trace per seed, so the
+    hover names β and seed): chapter 5's Swish-β dose-response.
+
+    ``violation[i][s]`` and ``final[i][s]`` are the trained layer's violation and its final loss
+    (nats/token) at ``betas[i]`` and seed s.
+
+    Raises ValueError when ``betas`` is empty, the two tables are not ``(len(betas), seeds)``
+    with at least 2 seeds, or a value (β included) is not finite; TypeError when a β is no
+    number.
+    """
+    n = len(_require_items("betas", betas))
+    _require_array("betas", betas, 1)
+    v = _require_array("violation", violation, 2, "one row per β, one column per seed")
+    if v.shape[0] != n:
+        raise ValueError(f"violation has {v.shape[0]} rows, expected one per β ({n})")
+    y = _require_array("final", final, v.shape, "the shape of violation")
+    if v.shape[1] < 2:
+        raise ValueError(f"need at least 2 seeds per β for error bars, got {v.shape[1]}")
+    root = np.sqrt(v.shape[1])
+    fig = go.Figure()
+    for s in range(v.shape[1]):
+        fig.add_trace(
+            go.Scatter(
+                x=_round(v[:, s]), y=_round(y[:, s], 5), mode="markers",
+                marker=dict(color="#BBBBBB", size=6), showlegend=s == 0, name="one run",
+                text=[f"β = {b:g}, seed {s}" for b in betas], hoverinfo="text+x+y",
+            )
+        )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=_round(v.mean(1)),
+            y=_round(y.mean(1), 5),
+            mode="markers+text",
+            text=[f"β = {b:g}" for b in betas],
+            textposition="top center",
+            marker=dict(size=11, color="#D55E00"),
+            name="mean over seeds",
+            error_x=dict(type="data", array=_round(v.std(1, ddof=1) / root), color="#555555"),
+            error_y=dict(type="data", array=_round(y.std(1, ddof=1) / root, 5), color="#555555"),
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title="exchange violation of the trained layer on its inputs",
+        yaxis_title="final validation loss (nats/token)",
+        height=height,
+        **LAYOUT,
+    )
+    return fig
+
+
+def run_curves(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    log_y: bool = False,
+    threshold: tuple[float, str] | None = None,
+    height: int = 400,
+) -> go.Figure:
+    """One line per run, each against its own x (runs measured at different points, e.g. a
+    larger batch probed at other token counts), and an optional dashed horizontal line at a
+    threshold, labelled, such as the value below which a run counts as collapsed.
+
+    ``curves``: run label → ``(x, y)``, two sequences of equal length (one point per
+    measurement); ``threshold``: ``(value, label)``, drawn across the whole x range. With
+    ``log_y`` every y must be positive: plotly would drop a 0 or a negative value without a word
+    (use ``log_y=False`` for values that can be 0, such as a loss change).
+
+    Raises
+    ------
+    TypeError
+        ``curves`` is not a mapping of pairs.
+    ValueError
+        No runs, a run with no points, a run whose x and y differ in length or hold a non-finite
+        value, a y that is not positive with ``log_y`` (the message names the run, the value and
+        its index), a threshold that is not (finite number, str) or not positive on a
+        logarithmic axis, or ``height`` < 1.
+    """
+    _require_items("curves", curves, container=Mapping)
+    _require_number("height", height, 1, integer=True)
+    drawn = {}
+    for label, pair in curves.items():
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise TypeError(f"curves[{label!r}] must be a pair (x, y), got {pair!r:.80}")
+        x = _require_array(f"curves[{label!r}] x", pair[0], 1)
+        if x.size == 0:
+            raise ValueError(f"curves[{label!r}] has no points")
+        y = _require_array(f"curves[{label!r}] y", pair[1], x.shape, "one y per x", positive=log_y)
+        drawn[label] = (x, y)
+    fig = go.Figure()
+    for label, (x, y) in drawn.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_round(x),
+                y=_round(y, 5),
+                mode="lines+markers",
+                name=label,
+                marker=dict(size=4),
+                line=dict(color=color(label)),
+            )
+        )
+    if threshold is not None:
+        if (
+            not isinstance(threshold, tuple | list)
+            or len(threshold) != 2
+            or not isinstance(threshold[1], str)
+        ):
+            raise ValueError(f"threshold must be (value, label), got {threshold!r:.80}")
+        biggest = float(np.finfo(float).max)  # refuses ±inf
+        _require_number(
+            "threshold value", threshold[0], np.nextafter(0.0, 1.0) if log_y else -biggest, biggest
+        )
+        lo = min(float(x.min()) for x, _ in drawn.values())
+        hi = max(float(x.max()) for x, _ in drawn.values())
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, hi],
+                y=[float(threshold[0])] * 2,
+                mode="lines",
+                name=threshold[1],
+                line=dict(color="#000000", dash="dash"),
+            )
+        )
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
+    if log_y:
+        fig.update_yaxes(type="log", exponentformat="power")
+    return fig

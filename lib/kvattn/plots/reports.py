@@ -1,0 +1,235 @@
+"""Plots of the package's run records: benchmark ratios (:mod:`kvattn.benchmark`) and the
+collapse measures that pre-training probes (:func:`kvattn.diagnostics.collapse.load_probes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..benchmark import BARS, Ratio
+from .checks import _require_items, _require_number, _require_value
+from .style import LAYER_COLORS, LAYOUT
+
+
+def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
+    """The ratios of :mod:`kvattn.benchmark` results as a dot plot on a log axis: the median of
+    each ratio with its quartiles as error bars; a flagged ratio (impossible, implausible or
+    unstable) is drawn hollow, and its hover text says why. A dash marks the target in
+    :data:`~kvattn.benchmark.reporting.BARS` of each ratio that has one (for the training step,
+    its FLOP ratio, which a diamond marks, times ``BARS["train_over_flops"]``), the ceiling being
+    held to the bar of the ratio it bounds; a dotted line marks 1. The ceiling is the constant-G
+    model's decoding speed over GPT's, the most that PLDR-LLM with the KV + G cache can reach
+    (see :func:`~kvattn.benchmark.runs.bench_generate`). Training lines are time ratios (the
+    lower the better), generation lines speed ratios (the higher the better).
+
+    ``results``: dicts from :func:`~kvattn.benchmark.runs.bench_train` and/or
+    :func:`~kvattn.benchmark.runs.bench_generate`; ratios a result does not hold are skipped.
+    Raises TypeError when ``results`` is not a sequence of dicts, ValueError when they hold no
+    ratio.
+    """
+    _require_items("results", results, Mapping, empty=True)
+    metrics = {
+        "train_pldr_over_gpt": "train step: PLDR / GPT",
+        "kvg_over_none": "generate: kv+g / none",
+        "kv_over_none": "generate: kv / none",
+        "pldr_kvg_over_gpt_kv": "generate: PLDR kv+g / GPT kv",
+        "constant_g_kv_over_gpt_kv": "generate: ceiling, constant-G kv / GPT kv",
+    }
+    bars = {
+        "kvg_over_none": BARS["kvg_over_none"],
+        "pldr_kvg_over_gpt_kv": BARS["pldr_kvg_over_gpt_kv"],
+        "constant_g_kv_over_gpt_kv": BARS["pldr_kvg_over_gpt_kv"],
+    }
+    points = []  # (name, ratio, bar or None, FLOP ratio or None)
+    for r in results:
+        for key, label in metrics.items():
+            if not isinstance(r.get(key), Ratio):
+                continue
+            flops = r.get("train_flops_pldr_over_gpt") if key == "train_pldr_over_gpt" else None
+            bar = BARS["train_over_flops"] * flops if flops else bars.get(key)
+            points.append((f"{label} ({r['config']})", r[key], bar, flops))
+    if not points:
+        raise ValueError("results hold no benchmark ratios (expected bench_train/bench_generate)")
+    fig = go.Figure(
+        go.Scatter(
+            x=[name for name, *_ in points],
+            y=[round(r.median, 4) for _, r, *_ in points],
+            name="measured",
+            mode="markers",
+            marker=dict(
+                size=12,
+                color="#0072B2",
+                symbol=["circle-open" if r.flag else "circle" for _, r, *_ in points],
+            ),
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=[round(r.q3 - r.median, 4) for _, r, *_ in points],
+                arrayminus=[round(r.median - r.q1, 4) for _, r, *_ in points],
+                color="#555555",
+                thickness=1.5,
+            ),
+            text=[f"⚠ {r.flag}" if r.flag else f"{r.rounds} rounds" for _, r, *_ in points],
+            hovertemplate="%{x}: %{y:.2f}×<br>%{text}<extra></extra>",
+        )
+    )
+    for name, column, symbol, color, size, width in (
+        ("course's bar", 2, "line-ew-open", "#D55E00", 22, 3),
+        ("FLOP ratio", 3, "diamond-open", "#009E73", 10, 1.5),
+    ):
+        marked = [(p[0], p[column]) for p in points if p[column] is not None]
+        if marked:
+            fig.add_trace(
+                go.Scatter(
+                    x=[x for x, _ in marked],
+                    y=[round(y, 4) for _, y in marked],
+                    name=name,
+                    mode="markers",
+                    marker=dict(size=size, symbol=symbol, color=color, line=dict(width=width)),
+                    hovertemplate=f"%{{x}}: {name} %{{y:.2f}}×<extra></extra>",
+                )
+            )
+    fig.add_hline(y=1, line_dash="dot", line_color="#888888")
+    fig.update_yaxes(type="log")
+    fig.update_layout(
+        title="Ratios: medians and quartiles (hollow: flagged), with the course's bars",
+        yaxis_title="ratio",
+        height=480,
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+        **{**LAYOUT, "margin": {**LAYOUT["margin"], "t": 110}},  # room for the legend's row
+    )
+    return fig
+
+
+#: The panels of :func:`collapse_trajectories`: per-layer measure and its panel title.
+_COLLAPSE_PANELS = {  # short titles: three panels share a row on a book page
+    "G_order_mean": "G_LM order, |mean|",
+    "G_order_rms": "G_LM order, RMS",
+    "G_spread": "G_LM rel. spread",
+    "A_sigma_ratio": "A: σ2/σ1",
+    "A_row_spread": "A: row spread",
+}
+#: The whole-model measures of the last panel: name, legend label, colour, dash.
+_COLLAPSE_FUNCTIONAL = (
+    ("delta_loss", "Δloss, donor's G_LM (nats/token)", "#000000", "solid"),
+    ("agreement", "greedy agreement, donor's G_LM", "#0072B2", "dot"),
+    ("share_of_g_effect", "Δloss / Δloss of G_LM = I", "#D55E00", "dash"),
+)
+
+
+def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 620) -> go.Figure:
+    """The collapse measures of a pre-training run against the step: one panel per measure
+    family, a line per layer (the mean over heads), and a last panel with the G_LM
+    substitution's loss change, greedy agreement and share of the G effect.
+
+    ``probes``: the trajectories as :func:`kvattn.diagnostics.collapse.load_probes` returns them
+    (or ``PretrainResult.probes``): ``step`` (ints, increasing) and, for each per-layer measure of
+    :data:`kvattn.diagnostics.collapse.COLLAPSE_LAYER_MEASURES`, one list of L numbers per step,
+    for each whole-model one a number per step; ``None`` (undefined) is drawn as a gap.
+    ``log_y``: the five per-layer panels on logarithmic axes (collapse spans decades; an exact 0
+    is not drawn there).
+
+    Raises
+    ------
+    TypeError
+        ``probes`` is not a mapping.
+    ValueError
+        No steps, steps that are not increasing ints ≥ 0, a missing measure, a measure without
+        one entry per step or with a different number of layers, a value that is neither a
+        finite number nor None, or ``height`` < 1.
+    """
+    _require_items("probes", probes, container=Mapping)
+    _require_number("height", height, 1, integer=True)
+    needed = ["step", *_COLLAPSE_PANELS, *(n for n, *_ in _COLLAPSE_FUNCTIONAL)]
+    missing = [n for n in needed if n not in probes]
+    if missing:
+        raise ValueError(
+            f"probes lack {', '.join(missing)} (expected kvattn.diagnostics.load_probes)"
+        )
+    steps = probes["step"]
+    if not isinstance(steps, Sequence) or len(steps) == 0:
+        raise ValueError(f"probes['step'] must be a non-empty list of steps, got {steps!r:.80}")
+    for i, s in enumerate(steps):
+        _require_number(f"probes['step'][{i}]", s, 0, integer=True)
+    if any(b <= a for a, b in pairwise(steps)):
+        raise ValueError(f"probes['step'] must increase, got {list(steps)!r:.80}")
+    n = len(steps)
+    layers = None
+    per_layer = {}
+    for name in _COLLAPSE_PANELS:
+        rows = probes[name]
+        if not isinstance(rows, Sequence) or len(rows) != n:
+            raise ValueError(f"probes[{name!r}] must be a list with one entry per step ({n})")
+        for i, row in enumerate(rows):
+            if not isinstance(row, Sequence) or isinstance(row, str) or len(row) == 0:
+                raise ValueError(f"probes[{name!r}][{i}] must be a non-empty list, one per layer")
+            layers = len(row) if layers is None else layers
+            if len(row) != layers:
+                raise ValueError(
+                    f"probes[{name!r}][{i}] has {len(row)} layers, expected {layers} (as before)"
+                )
+        per_layer[name] = [
+            [_require_value(f"probes[{name!r}][{i}][{j}]", v) for j, v in enumerate(row)]
+            for i, row in enumerate(rows)
+        ]
+    functional = {}
+    for name, *_ in _COLLAPSE_FUNCTIONAL:
+        values = probes[name]
+        if not isinstance(values, Sequence) or len(values) != n:
+            raise ValueError(f"probes[{name!r}] must be a list with one entry per step ({n})")
+        functional[name] = [
+            _require_value(f"probes[{name!r}][{i}]", v) for i, v in enumerate(values)
+        ]
+
+    fig = make_subplots(
+        rows=2,
+        cols=3,
+        subplot_titles=[*_COLLAPSE_PANELS.values(), "donor's G_LM"],
+        vertical_spacing=0.16,
+        horizontal_spacing=0.08,
+    )
+    x = list(steps)
+    for k, name in enumerate(_COLLAPSE_PANELS):
+        for layer in range(layers):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[row[layer] for row in per_layer[name]],
+                    mode="lines+markers",
+                    name=f"layer {layer}",
+                    legendgroup=f"layer {layer}",
+                    showlegend=k == 0,
+                    line=dict(color=LAYER_COLORS[layer % len(LAYER_COLORS)]),
+                    marker=dict(size=4),
+                ),
+                k // 3 + 1,
+                k % 3 + 1,
+            )
+        if log_y:
+            fig.update_yaxes(type="log", exponentformat="power", row=k // 3 + 1, col=k % 3 + 1)
+    for name, label, c, dash in _COLLAPSE_FUNCTIONAL:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=functional[name],
+                mode="lines+markers",
+                name=label,
+                line=dict(color=c, dash=dash),
+                marker=dict(size=4),
+            ),
+            2,
+            3,
+        )
+    fig.update_xaxes(title_text="step", row=2)
+    blocks = probes.get("probe_blocks")
+    fig.update_layout(
+        title="Collapse measures during training"
+        + (f" ({blocks} probe blocks, mean over heads)" if blocks else " (mean over heads)"),
+        height=height,
+        **LAYOUT,
+    )
+    return fig
