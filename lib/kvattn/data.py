@@ -619,7 +619,7 @@ def trajectory(name: str) -> Path:
     shipped checkpoint ``name`` trained again from its recipe with probes (written by
     ``kvattn-reproduce trajectory``; read it with
     :func:`kvattn.diagnostics.collapse.load_probes`, draw it with
-    :func:`kvattn.figures.collapse_trajectories`);
+    :func:`kvattn.plots.reports.collapse_trajectories`);
     found like :func:`shipped`.
 
     Raises

@@ -490,7 +490,7 @@ def jacobian_rank(module: nn.Module, x: Tensor, rtol: float = 1e-7) -> JacobianR
 
 
 # ---------------------------------------------------------------------------------------------
-# The compute function behind the symmetry explorer (both faces: kvattn.figures, kvattn.widgets)
+# The compute function behind the symmetry explorer (both faces: kvattn.explorers.symmetry)
 
 
 @dataclass(frozen=True)

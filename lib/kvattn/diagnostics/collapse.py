@@ -447,7 +447,7 @@ def load_probes(path: str | Path) -> dict:
     :class:`kvattn.diagnostics.collapse.CollapseMeasures` one list with an entry per step: per layer
     (``G_order_mean`` …), per layer and head (``G_order_mean_heads`` …) or one number
     (``delta_loss`` …); ``None`` where a value is undefined (nan). It is what
-    :func:`kvattn.figures.collapse_trajectories` draws.
+    :func:`kvattn.plots.reports.collapse_trajectories` draws.
 
     Raises
     ------
