@@ -1068,3 +1068,188 @@ def test_shipped_gpt_is_in_the_identity_g_format_and_reads_as_its_old_file(tmp_p
         1, old.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0)
     )
     assert torch.equal(logits(new, ids), logits(old, ids))
+
+
+# ---------------------------------------------------------------------------------------------
+# Symbolic links, devices, paths and contradictions in config.json (reliability audit)
+
+
+def test_save_pretrained_keeps_symbolic_links_inside_the_folder(saved, tmp_path):
+    """Audit K44: a link to a folder inside the checkpoint folder was replaced by a full copy of
+    its target. Links (to files and to folders) are carried over as links, targets untouched."""
+    _, directory = saved
+    (tmp_path / "notes.txt").write_text("original")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "big.txt").write_text("data")
+    (directory / "link.txt").symlink_to(tmp_path / "notes.txt")
+    (directory / "linkdir").symlink_to(tmp_path / "data")
+    new = build("plga", seed=1)
+    save_pretrained(new, directory)
+    assert (directory / "link.txt").is_symlink() and (directory / "linkdir").is_symlink()
+    assert os.readlink(directory / "link.txt") == str(tmp_path / "notes.txt")
+    assert os.readlink(directory / "linkdir") == str(tmp_path / "data")
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["big.txt"]
+    assert torch.equal(logits(load_pretrained(directory)), logits(new))
+
+
+def test_save_pretrained_into_a_symlinked_folder_updates_its_target(saved, tmp_path):
+    """Audit K46: saving to a link to a checkpoint folder replaced the link by a new folder, left
+    the target's old weights in place and a ``*.kvattn-replaced`` link behind. The link now
+    stays a link and its target holds the new checkpoint; nothing is left beside either."""
+    _, real = saved
+    link = tmp_path / "linked"
+    link.symlink_to(real)
+    new = build("plga", seed=1)
+    assert save_pretrained(new, link) == link
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert torch.equal(logits(load_pretrained(real)), logits(new))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "linked"]
+
+
+def test_save_pretrained_refuses_a_dangling_link(tmp_path):
+    """A link whose target is missing is refused, naming both, before anything is written."""
+    link = tmp_path / "linked"
+    link.symlink_to(tmp_path / "gone" / "ckpt")
+    with pytest.raises(ValueError, match=r"linked is a symbolic link to .*gone/ckpt, which does"):
+        save_pretrained(build("gpt"), link)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["linked"]
+
+
+@pytest.mark.parametrize(
+    ("model", "directory", "match"),
+    [
+        ("x", "ckpt", "model must be a PLDRLLM or GPT, got str"),
+        (torch.nn.Linear(2, 2), "ckpt", "model must be a PLDRLLM or GPT, got Linear"),
+        (None, 5, "directory must be a str or Path, got int"),
+    ],
+)
+def test_save_pretrained_checks_its_arguments_before_writing(tmp_path, model, directory, match):
+    """Audit K74: save_pretrained('x', dir) failed with an AttributeError after creating the
+    staging folder, which was left behind. Both arguments are checked before anything exists."""
+    model = build("gpt") if model is None else model
+    target = tmp_path / directory if isinstance(directory, str) else directory
+    with pytest.raises(TypeError, match=match):
+        save_pretrained(model, target)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("device", "cuda", "count", "match"),
+    [
+        ("meta", True, 1, "device 'meta' holds no values"),
+        (torch.device("meta"), True, 1, "device 'meta' holds no values"),
+        ("cuda", False, 0, "device 'cuda' is not available on this machine"),
+        ("cuda:1", True, 1, "device 'cuda:1' is not available on this machine"),
+        (torch.device("cuda", 1), True, 1, "device 'cuda:1' is not available on this machine"),
+    ],
+)
+def test_load_pretrained_refuses_unusable_devices_before_any_work(
+    tmp_path, monkeypatch, device, cuda, count, match
+):
+    """Audit K51, K52: device='cuda' without CUDA failed with torch's AssertionError after the
+    files were read, and device='meta' returned a model without weights. Both are refused before
+    the checkpoint is even looked for (the folder here does not exist)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    with pytest.raises(ValueError, match=match):
+        load_pretrained(tmp_path / "does-not-exist", device=device)
+
+
+def test_load_pretrained_names_the_type_of_a_bad_path():
+    """Audit K70: load_pretrained(123) failed inside pathlib."""
+    with pytest.raises(TypeError, match=r"path_or_hub_id must be a str or a path .* got 123 \(int"):
+        load_pretrained(123)
+    with pytest.raises(TypeError, match=r"revision must be None or a str, got 1 \(int\)"):
+        load_pretrained("owner/name", revision=1)
+
+
+def test_a_mistyped_local_path_is_reported_as_a_missing_folder(tmp_path, monkeypatch):
+    """Audit K69: 'ckpts/pldr' (no folder ckpts here) looked like a hub id, and the message only
+    said to install huggingface_hub. It now says first that the folder does not exist, and
+    mentions the hub as the other reading; a failed download says the same."""
+    import sys
+    import types
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
+    with pytest.raises(FileNotFoundError) as err:
+        load_pretrained("ckpts/pldr")
+    message = str(err.value)
+    assert message.startswith("no checkpoint directory at ckpts/pldr (no folder ckpts here)")
+    assert "if 'ckpts/pldr' is a Hugging Face hub id, install huggingface_hub" in message
+
+    def offline(repo_id, **kwargs):
+        raise OSError(f"cannot reach the hub for {repo_id}")
+
+    hub = types.SimpleNamespace(snapshot_download=offline)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", hub)
+    with pytest.raises(FileNotFoundError) as err:
+        load_pretrained("ckpts/pldr")
+    message = str(err.value)
+    assert message.startswith("no checkpoint directory at ckpts/pldr (no folder ckpts here)")
+    assert "downloading 'ckpts/pldr' from the Hugging Face hub failed" in message
+    assert "OSError: cannot reach the hub for ckpts/pldr" in message
+
+
+def test_prefix_density_needs_its_model_type(saved):
+    """Audit K72: density 'prefix' under model_type 'pldrllm' loaded as the prefix model, while a
+    published loader runs that file as the block-density model. The contradiction is refused,
+    saying how save_pretrained writes a prefix model."""
+    _, directory = saved
+    edit_config(directory, density="prefix")
+    with pytest.raises(
+        ValueError, match=rf"density 'prefix' but model_type 'pldrllm'.*'{PREFIX_MODEL_TYPE}'"
+    ):
+        load_pretrained(directory)
+
+
+def test_contradicting_recorded_dtypes_are_refused(saved, monkeypatch):
+    """Audit K73: torch_dtype 'bfloat16' beside dtype 'float16' loaded as bfloat16 without a
+    word. They must agree (published files carry only dtype, kvattn's only torch_dtype); the
+    weights are not read before the check."""
+    model, directory = saved
+    edit_config(directory, dtype="float32")  # agreeing: loads as before
+    assert torch.equal(logits(load_pretrained(directory)), logits(model))
+    edit_config(directory, torch_dtype="bfloat16", dtype="float16")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the weights were read before config.json was checked")
+
+    monkeypatch.setattr(C, "load_file", forbidden)
+    with pytest.raises(
+        ValueError, match="records torch_dtype 'bfloat16' but dtype 'float16'; they must agree"
+    ):
+        load_pretrained(directory)
+
+
+def test_config_json_typo_is_named_in_the_error_it_causes(saved):
+    """Audit K59: with 'hiden_size' for 'hidden_size' the error blamed hidden_size = 896 (the
+    default, a value the file never gave) and the warning naming the typo never appeared,
+    because construction failed first. The error now names the key and what it probably means."""
+    _, directory = saved
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    raw["hiden_size"] = raw.pop("hidden_size")
+    (directory / CONFIG_NAME).write_text(json.dumps(raw))
+    with pytest.raises(ValueError) as err:
+        load_pretrained(directory)
+    message = str(err.value)
+    assert "must equal hidden_size = 896" in message
+    assert "config key 'hiden_size' is not a field; it looks like a typo of 'hidden_size'" in (
+        message
+    )
+    assert "hidden_size took its default 896" in message
+
+
+def test_config_json_alias_of_a_field_warns_on_loading(saved):
+    """Audit K60: 'rotary_emb_base' (another library's name for rope_theta) was ignored without a
+    word and the model built with theta 10000. It still loads (its value is not used) but warns,
+    naming the published field."""
+    from kvattn.config import ConfigKeyWarning
+
+    _, directory = saved
+    raw = json.loads((directory / CONFIG_NAME).read_text())
+    del raw["rope_theta"]
+    (directory / CONFIG_NAME).write_text(json.dumps({**raw, "rotary_emb_base": 500000.0}))
+    with pytest.warns(ConfigKeyWarning, match=r"'rotary_emb_base' .*name for 'rope_theta'"):
+        loaded = load_pretrained(directory)
+    assert loaded.config.rope_theta == 10000.0

@@ -231,6 +231,64 @@ def test_published_extra_keys_do_not_warn():
         assert PLDRConfig.from_dict(published).extra == published
 
 
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [
+        ("num_layers", "num_hidden_layers"),  # the native PLDR-LLM code's name
+        ("rotary_emb_base", "rope_theta"),
+        ("n_head", "num_attention_heads"),
+        ("d_model", "hidden_size"),
+        ("dff", "intermediate_size"),
+        ("max_seq_len", "max_position_embeddings"),
+        ("rms_norm_eps", "layer_norm_eps"),
+    ],
+)
+def test_config_key_that_another_library_uses_for_a_field_warns(key, field):
+    """Audit K09, K60: 'num_layers' and 'rotary_emb_base' (other codes' names for
+    num_hidden_layers and rope_theta) were ignored without a word, the defaults used. They still
+    load (kept in ``extra``), with a warning naming the published field."""
+    from kvattn.config import ConfigKeyWarning
+
+    with pytest.warns(
+        ConfigKeyWarning,
+        match=rf"{key!r} is not a field; it is another library's name for "
+        rf"{field!r}, so its value is not used",
+    ):
+        cfg = PLDRConfig.from_dict({key: 4})
+    assert cfg.extra == {key: 4}
+    assert getattr(cfg, field) == getattr(PLDRConfig(), field)
+
+
+def test_construction_error_names_the_near_keys_behind_it():
+    """Audit K59: a typo (or another library's name) for a field made construction fail with
+    the field's default, which the config never gave, and the warning naming the key never came.
+    The error now says which key was not read and what the field took instead."""
+    values = {"hiden_size": 16, "num_attention_heads": 2, "head_dim": 8, "n_layer": 2}
+    values["num_hidden_layers"] = 3
+    with pytest.raises(ValueError) as err:
+        PLDRConfig.from_dict(values)
+    assert str(err.value) == (
+        "head_dim·num_attention_heads = 8·2 must equal hidden_size = 896 (config key "
+        "'hiden_size' is not a field; it looks like a typo of 'hidden_size', so hidden_size took "
+        "its default 896; config key 'n_layer' is not a field; it is another library's name for "
+        "'num_hidden_layers', so num_hidden_layers took the value 3 given for it)"
+    )
+    # an error with no near key behind it is unchanged
+    with pytest.raises(ValueError, match=r"^vocab_size must be a positive int, got 0$"):
+        PLDRConfig.from_dict({"vocab_size": 0, "my_note": 1})
+
+
+def test_strict_config_names_the_field_an_alias_means():
+    """With strict=True an alias is refused naming its field; difflib alone suggested
+    'num_reslayerA' for 'num_layers' and 'A_dff' for 'd_ff'."""
+    with pytest.raises(
+        ValueError,
+        match=r"'d_ff' \(did you mean 'intermediate_size'\?\), 'num_layers' \(did you mean "
+        r"'num_hidden_layers'\?\)",
+    ):
+        PLDRConfig.from_dict({"num_layers": 2, "d_ff": 64}, strict=True)
+
+
 def test_config_dict_round_trip_keeps_unknown_keys():
     """to_dict/from_dict round-trips; keys the config does not know land in ``extra`` and are
     written back."""

@@ -47,6 +47,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from ._checks import check_device
 from .config import PLDRConfig
 from .pldr import GPT, PLDRLLM
 
@@ -152,16 +153,25 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     The write is crash-safe: everything goes into the sibling folder ``<directory>.kvattn-staging``
     (other files already in ``directory`` are carried over), which then replaces ``directory``
     through :func:`replace_directory`, so a kill leaves either the old or the new checkpoint,
-    never a new ``config.json`` beside old weights. Returns the directory.
+    never a new ``config.json`` beside old weights. Symbolic links inside ``directory`` are
+    carried over as links. When ``directory`` itself is a symbolic link to a folder, that folder
+    (the link's target) is replaced and the link is kept. Returns the directory as given.
 
     Raises
     ------
+    TypeError
+        ``model`` is not a :class:`kvattn.pldr.PLDRLLM` or :class:`kvattn.pldr.GPT`, or
+        ``directory`` is not a str or path; before anything is written.
     ValueError
         ``directory`` is ``"."`` or ends in ``".."``, is the working directory or contains it
-        (in any spelling: relative, through ``..`` or a symbolic link), or exists and is not a
-        folder; all before anything is written.
+        (in any spelling: relative, through ``..`` or a symbolic link), is a symbolic link
+        whose target does not exist, or exists and is not a folder; all before anything is
+        written.
     """
-    directory = Path(directory)
+    _check_model(model)
+    if not isinstance(directory, str | os.PathLike):
+        raise TypeError(f"directory must be a str or Path, got {type(directory).__name__}")
+    given = directory = Path(directory)
     if directory.name in ("", ".."):
         # the folder is swapped as a whole, so it must not be the working directory or above
         raise ValueError(f"directory must name a folder such as 'ckpt', got {str(directory)!r}")
@@ -172,6 +182,15 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
             "the folder is replaced as a whole, which would leave this process in a deleted "
             "folder: save into a folder such as 'ckpt'"
         )
+    if directory.is_symlink():
+        # The swap renames the folder; renaming a link would move the link and leave its target
+        # with the old weights, so the target is swapped instead and the link keeps pointing at it.
+        directory = directory.resolve()
+        if not directory.exists():
+            raise ValueError(
+                f"directory {given} is a symbolic link to {directory}, which does not exist; "
+                "create that folder or save elsewhere"
+            )
     recover_directory(directory)
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"directory {directory} exists and is not a folder")
@@ -181,6 +200,7 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
         shutil.copytree(
             directory,
             staging,
+            symlinks=True,  # a link to a folder would otherwise become a copy of that folder
             ignore=lambda folder, names: (
                 {CONFIG_NAME, WEIGHTS_NAME} if Path(folder) == directory else set()
             ),
@@ -188,13 +208,21 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
         )
     write_pretrained(model, staging)
     replace_directory(directory)
-    return directory
+    return given
 
 
 def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
     """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if missing) in
     place, with no crash safety: for a fresh staging folder that :func:`replace_directory` then
-    moves into place (as :func:`save_pretrained` and :func:`kvattn.pretrain.pretrain` do)."""
+    moves into place (as :func:`save_pretrained` and :func:`kvattn.pretrain.pretrain` do).
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a :class:`kvattn.pldr.PLDRLLM` or :class:`kvattn.pldr.GPT` (before the
+        folder is created).
+    """
+    _check_model(model)
     directory.mkdir(parents=True, exist_ok=True)
     dtype = next(model.parameters()).dtype
     config = {
@@ -223,6 +251,11 @@ def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
         directory / WEIGHTS_NAME,
         metadata={"format": "pt", CHECKSUM_KEY: _checksum(tensors)},
     )
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, PLDRLLM | GPT):
+        raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
 
 
 def staging_directory(directory: Path) -> Path:
@@ -287,7 +320,28 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
     """The local folder of a checkpoint: ``path_or_hub_id`` itself, or a hub download.
 
     A local folder that a kill between the two moves of :func:`replace_directory` left missing
-    is first recovered (see :func:`finish_interrupted_save`)."""
+    is first recovered (see :func:`finish_interrupted_save`). A missing path of the form
+    ``owner/name`` whose ``owner`` is no folder here is taken for a hub id.
+
+    Raises
+    ------
+    TypeError
+        ``path_or_hub_id`` is not a str or path, or ``revision`` not None or a str.
+    ValueError
+        A pickle-based file, or a file instead of a folder.
+    FileNotFoundError
+        No such folder (for a possible hub id: huggingface_hub missing or the download failed,
+        said after the missing folder); an interrupted save that cannot be completed.
+    """
+    if not isinstance(path_or_hub_id, str | os.PathLike):
+        raise TypeError(
+            "path_or_hub_id must be a str or a path (a checkpoint folder or a hub id such as "
+            f"'owner/name'), got {path_or_hub_id!r} ({type(path_or_hub_id).__name__})"
+        )
+    if revision is not None and not isinstance(revision, str):
+        raise TypeError(
+            f"revision must be None or a str, got {revision!r} ({type(revision).__name__})"
+        )
     path = Path(path_or_hub_id)
     if path.suffix in _PICKLE_SUFFIXES:
         raise ValueError(
@@ -310,20 +364,28 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
         or str(path_or_hub_id).startswith((".", "/"))
     ):
         raise FileNotFoundError(f"no checkpoint directory at {path}")
+    # A mistyped local path reads as a hub id too: say first that the folder is missing.
+    missing = f"no checkpoint directory at {path} (no folder {path.parent} here)"
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise FileNotFoundError(
-            f"no local directory {path}; to download {path_or_hub_id!r} from the Hugging Face "
-            "hub, install huggingface_hub (pip install huggingface_hub)"
+            f"{missing}; if {str(path_or_hub_id)!r} is a Hugging Face hub id, install "
+            "huggingface_hub (pip install huggingface_hub) to download it"
         ) from None
-    return Path(
-        snapshot_download(
-            str(path_or_hub_id),
-            revision=revision,
-            allow_patterns=[CONFIG_NAME, WEIGHTS_NAME, "tokenizer.model"],
+    try:
+        return Path(
+            snapshot_download(
+                str(path_or_hub_id),
+                revision=revision,
+                allow_patterns=[CONFIG_NAME, WEIGHTS_NAME, "tokenizer.model"],
+            )
         )
-    )
+    except (OSError, ValueError) as err:  # the hub's HTTP, cache and repo-id errors
+        raise FileNotFoundError(
+            f"{missing}, and downloading {str(path_or_hub_id)!r} from the Hugging Face hub "
+            f"failed: {type(err).__name__}: {err}"
+        ) from err
 
 
 def finish_interrupted_save(directory: Path) -> None:
@@ -392,8 +454,17 @@ def _verify_checkpoint(directory: Path) -> str | None:
 def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
     """The raw ``config.json`` and the :class:`kvattn.config.PLDRConfig` built from it (for a GPT
     marked with :data:`GPT_MARKER_KEY`, the GPT's config: ``custom_G_type`` None). A key close to
-    a field draws a :class:`kvattn.config.ConfigKeyWarning` (see
-    :meth:`kvattn.config.PLDRConfig.from_dict`)."""
+    a field, or another library's name for one, draws a
+    :class:`kvattn.config.ConfigKeyWarning` (see :meth:`kvattn.config.PLDRConfig.from_dict`).
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``config.json`` in ``directory``.
+    ValueError
+        Invalid JSON, or a config that is invalid or contradicts itself (see
+        :func:`load_pretrained`), naming the file.
+    """
     file = directory / CONFIG_NAME
     if not file.exists():
         raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}")
@@ -440,6 +511,18 @@ def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
         raise ValueError(
             f"{file} describes model_type {model_type!r}, not 'pldrllm' or {PREFIX_MODEL_TYPE!r}"
         )
+    elif raw.get("density") == "prefix":
+        # published loaders ignore density and would run this file as the block-density model
+        raise ValueError(
+            f"{file} has density 'prefix' but model_type {model_type!r}, which published loaders "
+            "run as the block-density model; save_pretrained writes a prefix-density model with "
+            f"model_type {PREFIX_MODEL_TYPE!r} and architectures [{PREFIX_ARCHITECTURE!r}]: set "
+            "both if this is one, or density 'block'"
+        )
+    try:
+        _recorded_dtype(raw)  # checked here, before any weights are read
+    except ValueError as err:
+        raise ValueError(f"{file} {err}") from None
     try:
         return raw, PLDRConfig.from_dict(known)
     except ValueError as err:
@@ -483,19 +566,24 @@ def load_pretrained(
     Raises
     ------
     TypeError
-        ``device`` or ``dtype`` of the wrong type (a dtype given as the device is named), before
-        any work.
+        ``path_or_hub_id``, ``revision``, ``device`` or ``dtype`` of the wrong type (a dtype
+        given as the device is named), before any work.
     ValueError
         An unknown ``dtype`` name, a device string given as ``dtype`` (or a dtype name as
-        ``device``), an invalid device string, a non-floating dtype, all before any work;
-        pickle-based files; invalid or contradictory ``config.json`` (including a non-list
-        ``architectures``, a non-null ``rope_scaling``, and a GPT marker without
-        ``custom_G_type "identity"`` or with a G_LM other than I); missing or unexpected
-        tensors; tensors whose shapes do not match the config; integer or non-finite weights
-        (named); a truncated or corrupted safetensors file.
+        ``device``), an invalid device string, a device this machine lacks (``"cuda"`` without
+        CUDA, a GPU index beyond the count), the ``meta`` device (it holds no weights), a
+        non-floating dtype, all before any work; pickle-based files; invalid or contradictory
+        ``config.json`` (including a non-list ``architectures``, a non-null ``rope_scaling``,
+        ``density "prefix"`` without ``model_type`` :data:`PREFIX_MODEL_TYPE`, ``torch_dtype``
+        and ``dtype`` that disagree, a GPT marker without ``custom_G_type "identity"`` or with
+        a G_LM other than I; a field that is wrong because of a near-typo key names that key),
+        all before the weights are read; missing or unexpected tensors; tensors whose shapes do
+        not match the config; integer or non-finite weights (named); a truncated or corrupted
+        safetensors file.
     FileNotFoundError
-        No such directory (and no hub access), or a missing file in it; an interrupted save
-        whose staged checkpoint cannot be verified (both leftover folders named).
+        No such directory (for a path that could be a hub id: and no huggingface_hub, or the
+        download failed), or a missing file in it; an interrupted save whose staged checkpoint
+        cannot be verified (both leftover folders named).
     """
     device = _check_device(device)
     dtype = _check_dtype(dtype)
@@ -600,9 +688,12 @@ def _without_identity_g(
 
 
 def _check_device(device: object) -> torch.device | None:
-    """``device`` as a ``torch.device`` (None stays None); a dtype passed here is named."""
-    if device is None or isinstance(device, torch.device):
-        return device
+    """``device`` as a ``torch.device`` (None stays None) that this machine has and that holds
+    values (not ``meta``); a dtype passed here is named."""
+    if device is None:
+        return None
+    if isinstance(device, torch.device):
+        return _check_usable(device)
     if isinstance(device, torch.dtype):
         raise TypeError(
             f"device got the dtype {device}: did you mean dtype={device}? (device takes a str "
@@ -616,11 +707,23 @@ def _check_device(device: object) -> torch.device | None:
     if device in DTYPE_NAMES:
         raise ValueError(f"device {device!r} is a dtype name: did you mean dtype={device!r}?")
     try:
-        return torch.device(device)
+        parsed = torch.device(device)
     except RuntimeError:
         raise ValueError(
             f"device {device!r} is not a device such as 'cpu', 'cuda', 'cuda:1' or 'mps'"
         ) from None
+    return _check_usable(parsed)
+
+
+def _check_usable(device: torch.device) -> torch.device:
+    # Loading onto a missing GPU failed only after the files were read; onto meta it returned a
+    # model without weights.
+    if device.type == "meta":
+        raise ValueError(
+            "device 'meta' holds no values (only shapes): a model loaded there has no weights; "
+            "use 'cpu' or a GPU this machine has"
+        )
+    return check_device("device", str(device))
 
 
 def _check_dtype(dtype: object) -> torch.dtype | None:
@@ -647,9 +750,15 @@ def _check_dtype(dtype: object) -> torch.dtype | None:
 
 
 def _recorded_dtype(raw: dict) -> torch.dtype:
-    """The dtype ``config.json`` records (``torch_dtype``, or the published ``dtype``)."""
+    """The dtype ``config.json`` records (``torch_dtype``, or the published ``dtype``; both must
+    agree when both are given)."""
+    if raw.get("torch_dtype") and raw.get("dtype") and raw["torch_dtype"] != raw["dtype"]:
+        raise ValueError(
+            f"records torch_dtype {raw['torch_dtype']!r} but dtype {raw['dtype']!r}; they must "
+            "agree (one of them is enough)"
+        )
     name = raw.get("torch_dtype") or raw.get("dtype") or "float32"
     dtype = getattr(torch, str(name), None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"config.json records an unknown dtype {name!r}")
+        raise ValueError(f"records an unknown dtype {name!r}")
     return dtype

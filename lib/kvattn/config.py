@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 
 from ._checks import check_choice, check_positive_int
@@ -54,9 +55,42 @@ PUBLISHED_EXTRA_KEYS = frozenset(
 )
 
 
+#: Other codes' names for :class:`PLDRConfig`'s fields (the native PLDR-LLM code, GPT-2, LLaMA,
+#: GPT-NeoX, T5 ...), each with the published field it most likely means: such a key in a
+#: config is not read, so :meth:`PLDRConfig.from_dict` warns, naming the field.
+FIELD_ALIASES = {
+    **dict.fromkeys(
+        ("num_layers", "n_layer", "n_layers", "num_decoder_layers"), "num_hidden_layers"
+    ),
+    **dict.fromkeys(("num_heads", "n_head", "n_heads"), "num_attention_heads"),
+    **dict.fromkeys(("d_model", "n_embd", "hidden_dim", "dim", "embed_dim"), "hidden_size"),
+    **dict.fromkeys(
+        ("dff", "d_ff", "ffn_dim", "ffn_hidden_size", "n_inner", "intermediate_dim"),
+        "intermediate_size",
+    ),
+    **dict.fromkeys(("head_size", "d_head", "d_k", "kv_channels"), "head_dim"),
+    **dict.fromkeys(("input_vocab_size", "n_vocab", "vocabulary_size"), "vocab_size"),
+    **dict.fromkeys(
+        ("max_seq_len", "max_seq_length", "max_sequence_length", "n_positions", "n_ctx"),
+        "max_position_embeddings",
+    ),
+    **dict.fromkeys(
+        ("rotary_emb_base", "rope_base", "rotary_base", "rope_freq_base"), "rope_theta"
+    ),
+    **dict.fromkeys(
+        ("layer_norm_epsilon", "layernorm_epsilon", "norm_eps", "rms_norm_eps"), "layer_norm_eps"
+    ),
+    **dict.fromkeys(("activation_function", "hidden_activation"), "hidden_act"),
+    "tie_embeddings": "tie_word_embeddings",
+    "pad_id": "pad_token_id",
+    "bos_id": "bos_token_id",
+    "eos_id": "eos_token_id",
+}
+
+
 class ConfigKeyWarning(UserWarning):
-    """A config key that is not a field but lies close to one: probably a typo, whose value is
-    not used (see :meth:`PLDRConfig.from_dict`)."""
+    """A config key that is not a field but lies close to one (probably a typo) or is another
+    code's name for one: its value is not used (see :meth:`PLDRConfig.from_dict`)."""
 
 
 @dataclass
@@ -222,39 +256,69 @@ class PLDRConfig:
 
         Without ``strict``, an unknown key within one edit (insertion, deletion, substitution,
         or a change of case) of a field, or one that ``difflib.get_close_matches`` finds
-        at cutoff 0.85 (a transposition), draws a :class:`ConfigKeyWarning` naming the key and
-        the field, because its value is not used: ``"rope_thet": 500000.0`` would otherwise load
-        silently with rope_theta = 10000. Keys in :data:`PUBLISHED_EXTRA_KEYS` never warn."""
+        at cutoff 0.85 (a transposition), or another code's name for a field
+        (:data:`FIELD_ALIASES`: ``num_layers``, ``rotary_emb_base`` ...), draws a
+        :class:`ConfigKeyWarning` naming the key and the field, because its value is not used:
+        ``"rope_thet": 500000.0`` would otherwise load silently with rope_theta = 10000. Keys in
+        :data:`PUBLISHED_EXTRA_KEYS` never warn.
+
+        Raises
+        ------
+        ValueError
+            ``values`` is not a dict; unknown keys with ``strict`` (an alias named with its
+            field); a field that :class:`PLDRConfig` refuses; when such a key stands near a
+            field, the message names the key and what the field took instead (its default, as a
+            rule: the value the error quotes).
+        """
         if not isinstance(values, dict):
             raise ValueError(f"a model config must be a dict, got {type(values).__name__}")
         known = {f.name for f in fields(cls)} - {"extra"}
         extra = {k: v for k, v in values.items() if k not in known}
+        near = {k: hint for k in extra if (hint := _near_field(k, known)) is not None}
         if strict:
-            reject_unknown_keys("model config", extra, known)
+            reject_unknown_keys("model config", extra, known, {k: f for k, (f, _) in near.items()})
         kwargs = {k: v for k, v in values.items() if k in known}
-        config = cls(**kwargs, extra=extra)
-        for key in extra:
-            near = _near_field(key, known)
-            if near is not None:
-                warnings.warn(
-                    f"config key {key!r} is not a field; it looks like a typo of {near!r}, so its "
-                    f"value is not used ({near} = {getattr(config, near)!r} is) and it is kept as "
-                    f"an extra key; rename it to {near!r} if that is what it means",
-                    ConfigKeyWarning,
-                    stacklevel=2,
+        try:
+            config = cls(**kwargs, extra=extra)
+        except ValueError as err:
+            if not near:
+                raise
+            # The field's default is what the error quotes; without the key behind it, the
+            # error blames a value the config never gave.
+            defaults = {f.name: f.default for f in fields(cls)}
+            notes = "; ".join(
+                f"config key {key!r} is not a field; {why} {name!r}, so {name} took "
+                + (
+                    f"the value {values[name]!r} given for it"
+                    if name in values
+                    else f"its default {defaults[name]!r}"
                 )
+                for key, (name, why) in near.items()
+            )
+            raise ValueError(f"{err} ({notes})") from None
+        for key, (name, why) in near.items():
+            warnings.warn(
+                f"config key {key!r} is not a field; {why} {name!r}, so its value is not used "
+                f"({name} = {getattr(config, name)!r} is) and it is kept as an extra key; rename "
+                f"it to {name!r} if that is what it means",
+                ConfigKeyWarning,
+                stacklevel=2,
+            )
         return config
 
 
-def _near_field(key: object, known: set[str]) -> str | None:
-    """The field that ``key`` is probably a typo of, or None (see :meth:`PLDRConfig.from_dict`)."""
+def _near_field(key: object, known: set[str]) -> tuple[str, str] | None:
+    """The field that ``key`` probably means and why (the words before the field's name in a
+    message), or None (see :meth:`PLDRConfig.from_dict`)."""
     if not isinstance(key, str) or key in PUBLISHED_EXTRA_KEYS:
         return None
+    if key.lower() in FIELD_ALIASES:
+        return FIELD_ALIASES[key.lower()], "it is another library's name for"
     for name in sorted(known):
         if _within_one_edit(key.lower(), name.lower()):
-            return name
+            return name, "it looks like a typo of"
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.85)
-    return close[0] if close else None
+    return (close[0], "it looks like a typo of") if close else None
 
 
 def _within_one_edit(a: str, b: str) -> bool:
@@ -270,15 +334,20 @@ def _within_one_edit(a: str, b: str) -> bool:
     return a[i + (len(a) == len(b)) :] == b[i + 1 :]
 
 
-def reject_unknown_keys(where: str, given: object, known: set[str]) -> None:
+def reject_unknown_keys(
+    where: str, given: object, known: set[str], meant: Mapping[str, str] | None = None
+) -> None:
     """Raise a ValueError naming the keys of ``given`` that are not in ``known`` (with the closest
-    known name for each, so that a typo is obvious) and listing the allowed keys."""
+    known name for each, so that a typo is obvious, or the name ``meant`` gives for it) and
+    listing the allowed keys."""
     unknown = sorted(set(given) - known)
     if not unknown:
         return
     hints = []
     for key in unknown:
         close = difflib.get_close_matches(str(key), sorted(known), n=1)
+        if meant and key in meant:
+            close = [meant[key]]  # difflib takes 'num_layers' for 'num_reslayerA'
         hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     raise ValueError(
         f"unknown keys in {where}: {', '.join(hints)}; allowed keys are {sorted(known)}"
