@@ -7,6 +7,7 @@ the meta device (parameter counts without allocating)."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -858,7 +859,8 @@ def test_generation_mode_loss_rejects_ids_on_another_device():
 
 def test_use_cache_flag_selects_the_mode():
     """use_cache=True runs mode "kv" (prompt once, then one token per step with caches),
-    use_cache=False mode "none" (the whole sequence every step); ``cache`` overrides both."""
+    use_cache=False mode "none" (the whole sequence every step); ``cache`` picks any mode, and
+    use_cache may stand beside it only when the two agree."""
     model = make()
     calls = []
 
@@ -874,14 +876,31 @@ def test_use_cache_flag_selects_the_mode():
         model.generate(prompt, 3, use_cache=False)
         assert calls == [(None, 4), (None, 5), (None, 6)]
         calls.clear()
-        model.generate(prompt, 2, use_cache=True, cache="none")
+        model.generate(prompt, 2, cache="none")
         assert calls == [(None, 4), (None, 5)]
         calls.clear()
-        model.generate(prompt, 2, use_cache=False, cache="kv+g")
+        model.generate(prompt, 2, use_cache=False, cache="none")
+        assert calls == [(None, 4), (None, 5)]
+        calls.clear()
+        model.generate(prompt, 2, use_cache=True, cache="kv+g")
         assert calls == [("kv+g", 4), ("kv+g", 1)]
+        calls.clear()
+        model.generate(prompt, 2)
+        assert calls == [("kv", 4), ("kv", 1)]
     finally:
         handle.remove()
     assert model.generate(prompt, 0).shape == (1, 4)
+
+
+@pytest.mark.parametrize(("use_cache", "cache"), [(False, "kv"), (False, "kv+g"), (True, "none")])
+def test_use_cache_contradicting_cache_is_refused(use_cache, cache):
+    """Audit K27: generate(use_cache=False, cache='kv') decoded with the cache, resolving the
+    contradiction without a word. Contradicting flags are refused before any work."""
+    model = make()
+    with pytest.raises(
+        ValueError, match=re.escape(f"use_cache={use_cache} contradicts cache={cache!r}; give")
+    ):
+        model.generate(rand_ids(1, 4), 2, use_cache=use_cache, cache=cache)
 
 
 def test_sampling_is_seeded_and_top_p_tiny_is_greedy():
@@ -1090,6 +1109,25 @@ def test_forward_accepts_max_length_and_int32():
     torch.testing.assert_close(
         model(rand_ids(1, 5).int()).logits, model(rand_ids(1, 5)).logits, rtol=0, atol=0
     )
+
+
+@pytest.mark.parametrize(
+    ("caches", "match"),
+    [
+        ([1, 2], r"got a list of 2 \(int\)"),
+        ([None, None], r"got a list of 2 \(NoneType\)"),
+        ((1, 2), "got tuple"),
+        ([1], r"got a list of 1 \(int\)"),
+    ],
+)
+def test_forward_names_caches_that_are_not_layer_caches(caches, match):
+    """Audit K25: caches=[1, 2] failed with "'int' object has no attribute 'length'"."""
+    with pytest.raises(
+        TypeError,
+        match="caches must be None or the list of 2 layer caches a previous forward "
+        "returned, " + match,
+    ):
+        make(num_hidden_layers=2)(rand_ids(1, 4), caches=caches, cache_mode="kv")
 
 
 @pytest.mark.parametrize("cls", [PLDRLLM, GPT])

@@ -53,7 +53,7 @@ from .config import (
     MASK_VALUE,
     PLDRConfig,
 )
-from .sampling import check_decoding_args, sample_next
+from .sampling import check_decoding_args, decoding_mode, sample_next
 
 Tensor = torch.Tensor
 
@@ -593,7 +593,8 @@ class DecoderLM(nn.Module):
         Raises
         ------
         TypeError
-            Ids or a mask of the wrong type or dtype; flags that are not bools.
+            Ids or a mask of the wrong type or dtype; flags that are not bools; ``caches`` that
+            are not the list of layer caches a previous forward returned.
         ValueError
             Ids on the meta device; wrong shapes (a batch of 0 included), ids outside [0, V),
             mask values other than 0 and 1, sequences beyond ``max_position_embeddings``.
@@ -612,11 +613,15 @@ class DecoderLM(nn.Module):
                 f"{type(output_pldr_attentions).__name__}"
             )
         if caches is not None and (
-            not isinstance(caches, list) or len(caches) != self.config.num_hidden_layers
+            not isinstance(caches, list)
+            or len(caches) != self.config.num_hidden_layers
+            or not all(isinstance(c, LayerCache) for c in caches)
         ):
+            kinds = ", ".join(sorted({type(c).__name__ for c in caches})) if caches else ""
+            got = f"a list of {len(caches)} ({kinds})" if isinstance(caches, list) else None
             raise TypeError(
                 f"caches must be None or the list of {self.config.num_hidden_layers} layer "
-                "caches a previous forward returned"
+                f"caches a previous forward returned, got {got or type(caches).__name__}"
             )
         offset = caches[0].length if caches else 0
         self._check_inputs(input_ids, attention_mask, offset)
@@ -651,7 +656,7 @@ class DecoderLM(nn.Module):
         max_new_tokens: int,
         *,
         attention_mask: Tensor | None = None,
-        use_cache: bool = True,
+        use_cache: bool | None = None,
         cache: str | None = None,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -688,19 +693,18 @@ class DecoderLM(nn.Module):
         Host syncs: one to check the prompt's ids and mask, one for the finiteness of the
         prompt pass's logits and one at the end, whatever n (plus the ``stop_at_eos`` checks).
 
-        Raises ``TypeError``/``ValueError`` for bad arguments (see :meth:`forward`), and
+        Raises ``TypeError``/``ValueError`` for bad arguments (see :meth:`forward` and
+        :func:`kvattn.sampling.decoding_mode`: ``use_cache`` and ``cache`` that disagree), and
         ``ValueError`` when the model produces NaN or infinite logits (e.g. NaN weights).
         """
         check_decoding_args(max_new_tokens, cache, temperature, top_p)
-        for name, flag in (("use_cache", use_cache), ("stop_at_eos", stop_at_eos)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        cache = decoding_mode(cache, use_cache)
+        if not isinstance(stop_at_eos, bool):
+            raise TypeError(f"stop_at_eos must be a bool, got {type(stop_at_eos).__name__}")
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(
                 f"generator must be a torch.Generator or None, got {type(generator).__name__}"
             )
-        if cache is None:
-            cache = "kv" if use_cache else "none"
         self._check_inputs(input_ids, attention_mask, 0, max_new_tokens)
         if cache == "kv+g" and self.kind == "plga" and self.config.density == "prefix":
             raise ValueError("the 'kv+g' cache freezes one G per layer; it needs density='block'")

@@ -3,7 +3,8 @@ package, and the check of its arguments.
 
 :meth:`kvattn.pldr.DecoderLM.generate` and :meth:`kvattn.lm.TinyLM.generate` both call
 :func:`sample_next`; :func:`check_decoding_args` is what they, and
-:func:`kvattn.generate.generate_text` before it loads anything, check first.
+:func:`kvattn.generate.generate_text` before it loads anything, check first;
+:func:`decoding_mode` reconciles ``generate``'s ``cache`` and ``use_cache``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,31 @@ def check_decoding_args(
         )
     if not 0 < top_p <= 1:
         raise ValueError(f"need 0 < top_p <= 1, got top_p={top_p}")
+
+
+def decoding_mode(cache: str | None, use_cache: bool | None) -> str:
+    """The decoding mode of :meth:`kvattn.pldr.DecoderLM.generate`: ``cache`` (already checked by
+    :func:`check_decoding_args`) when given, else ``"none"`` for ``use_cache=False`` and ``"kv"``
+    for True or None.
+
+    Raises
+    ------
+    TypeError
+        ``use_cache`` is not None or a bool.
+    ValueError
+        ``use_cache`` contradicts ``cache``: False with ``"kv"`` or ``"kv+g"``, True with
+        ``"none"``.
+    """
+    if use_cache is not None and not isinstance(use_cache, bool):
+        raise TypeError(f"use_cache must be a bool, got {type(use_cache).__name__}")
+    if cache is None:
+        return "none" if use_cache is False else "kv"
+    if use_cache is not None and use_cache != (cache != "none"):
+        raise ValueError(
+            f"use_cache={use_cache} contradicts cache={cache!r}; give only cache "
+            "(use_cache=True means 'kv', False means 'none')"
+        )
+    return cache
 
 
 def sample_next(
