@@ -46,6 +46,14 @@ def no_model_load(monkeypatch):
         (dict(seed="0"), TypeError, "seed must be an int, got '0'"),
         (dict(cache="full"), ValueError, "cache must be one of"),
         (dict(device=0), TypeError, "device must be None or a str"),
+        (
+            dict(seed=2**64),
+            ValueError,
+            r"seed must lie in \[0, 2\*\*64\), got 18446744073709551616",
+        ),
+        (dict(seed=-1), ValueError, r"seed must lie in \[0, 2\*\*64\), got -1"),
+        (dict(device="meta"), ValueError, "device 'meta' holds no values"),
+        (dict(device="gpu"), ValueError, "device 'gpu' is not a device such as 'cpu'"),
     ],
 )
 def test_generate_text_refuses_bad_arguments_before_loading(no_model_load, kwargs, error, match):
@@ -123,3 +131,32 @@ def test_command_line_fails_on_nan_weights(tmp_path, capsys):
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "decoder.dec_layers.0.ffn.gluw1.weight holds NaN or infinite values" in err
+
+
+def test_a_device_this_machine_lacks_is_refused_before_anything_is_read(monkeypatch, capsys):
+    """Audit G10, G11: --device cuda without CUDA and --device meta printed torch's tracebacks
+    after the checkpoint and tokenizer were read. Both now exit 1 with a one-line message, before
+    the checkpoint is looked at."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the checkpoint was read before the device was checked")
+
+    monkeypatch.setattr(generate_module, "resolve_checkpoint", refuse)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device, message in (
+        ("cuda", "device 'cuda' is not available on this machine"),
+        ("meta", "device 'meta' holds no values"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--checkpoint", str(CHECKPOINT), "--prompt", "x", "--device", device])
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err
+        assert f"python -m kvattn.generate: error: {message}" in err and "Traceback" not in err
+
+
+def test_command_line_seed_out_of_range_is_a_usage_error(no_model_load, capsys):
+    """Audit G21: --seed 2**70 failed with "Overflow when unpacking long long" after loading."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--checkpoint", str(CHECKPOINT), "--prompt", "x", "--seed", str(2**70)])
+    assert exit_info.value.code == 1
+    assert f"seed must lie in [0, 2**64), got {2**70}" in capsys.readouterr().err

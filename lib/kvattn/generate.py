@@ -5,8 +5,9 @@ The checkpoint folder (or hub id) holds ``config.json``, ``model.safetensors`` a
 SentencePiece ``tokenizer.model``, as written by ``python -m kvattn.pretrain`` and as published
 PLDR-LLM repositories ship them. Prompts are encoded as the reference does for generation: no
 [START], and no [END] after the prompt. The command exits with status 1 and a one-line message
-for bad input (an empty prompt, a tokenizer from another run, a file that is not UTF-8) and for
-a model that produces NaN or infinite logits.
+for bad input (an empty prompt, a tokenizer from another run, a file that is not UTF-8, a device
+this machine lacks, a seed outside [0, 2**64)) and for a model that produces NaN or infinite
+logits.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import load_pretrained, read_config, resolve_checkpoint
+from .checkpoint import _check_device, load_pretrained, read_config, resolve_checkpoint
 from .config import CACHE_MODES
 from .data import check_tokenizer, load_text, load_tokenizer
 from .sampling import check_decoding_args
@@ -47,9 +48,10 @@ def generate_text(
         that is not a str).
     ValueError
         An empty or whitespace-only prompt, or one that encodes to no tokens; a prompt that is
-        not valid Unicode (undecodable bytes); decoding arguments out of range (see
-        :func:`kvattn.sampling.check_decoding_args`); a tokenizer whose vocabulary does not match
-        the model's ``vocab_size``; NaN or infinite logits.
+        not valid Unicode (undecodable bytes); a seed outside [0, 2**64); a device that is not
+        one, that this machine lacks (``"cuda"`` without CUDA) or ``"meta"``; decoding
+        arguments out of range (see :func:`kvattn.sampling.check_decoding_args`); a tokenizer
+        whose vocabulary does not match the model's ``vocab_size``; NaN or infinite logits.
     FileNotFoundError
         No checkpoint or no ``tokenizer.model``.
     """
@@ -59,8 +61,13 @@ def generate_text(
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    if not 0 <= seed < 2**64:
+        # torch.Generator takes seeds below 2**64 and folds negative ones onto large ones
+        raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
     if device is not None and not isinstance(device, str):
         raise TypeError(f"device must be None or a str such as 'cpu', got {device!r}")
+    # load_pretrained's check, here before the checkpoint and tokenizer are read
+    _check_device(device)
     check_decoding_args(max_new_tokens, cache, temperature, top_p)
     if not prompt.strip():
         raise ValueError(f"the prompt is empty or only whitespace ({prompt!r}); give some text")
