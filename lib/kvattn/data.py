@@ -16,12 +16,16 @@ import hashlib
 import io
 import json
 import lzma
+import numbers
+import os
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
+
+from ._checks import check_bool, check_device, check_int, is_int
 
 Tensor = torch.Tensor
 
@@ -58,11 +62,17 @@ def load_text(source: str | Path = "pydoc", max_chars: int | None = None) -> str
     FileNotFoundError
         A path that does not exist.
     TypeError
-        ``max_chars`` is not an int (or ``None``).
+        ``source`` is neither a str nor a path (``os.PathLike``); ``max_chars`` is not an int
+        (or ``None``).
     ValueError
         An empty corpus, a file that is not UTF-8 (naming the path), or a non-positive
         ``max_chars``.
     """
+    if not isinstance(source, str | os.PathLike):
+        raise TypeError(
+            "source must be 'pydoc', 'stdlib', 'hf:NAME' or a path (a str or os.PathLike), got "
+            f"{source!r} ({type(source).__name__})"
+        )
     if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)):
         raise TypeError(f"max_chars must be an int or None, got {max_chars!r}")
     if max_chars is not None and max_chars <= 0:
@@ -195,10 +205,20 @@ def train_tokenizer(text: str, vocab_size: int = 2048) -> spm.SentencePieceProce
 
     Raises
     ------
+    TypeError
+        ``text`` is not a str.
     ValueError
-        ``vocab_size`` too small to hold the 4 special and 256 byte tokens, or too large for the
-        text (SentencePiece needs enough distinct pieces).
+        ``vocab_size`` not an int, too small to hold the 4 special and 256 byte tokens, or too
+        large for the text (SentencePiece needs enough distinct pieces).
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
+        # SentencePiece would parse 400.5 itself ("cannot parse as int"), or '<' fail on '400'
+        raise ValueError(
+            f"vocab_size must be an int >= {MIN_VOCAB_SIZE} (4 special + 256 byte tokens), "
+            f"got {vocab_size!r}"
+        )
     if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(
             f"vocab_size must be >= {MIN_VOCAB_SIZE} (4 special + 256 byte tokens), "
@@ -281,16 +301,44 @@ class TokenData:
         return self.tokenizer.get_piece_size()
 
     def decode(self, ids: Tensor | list[int]) -> str:
-        """Token ids back to text."""
-        if isinstance(ids, Tensor):
-            ids = ids.tolist()
-        return self.tokenizer.decode(ids)
+        """Token ids back to text.
+
+        Raises ``ValueError`` for an id that is not an int in [0, :attr:`vocab_size`).
+        """
+        return self.tokenizer.decode(self._checked(ids))
 
     def pieces(self, ids: Tensor | list[int]) -> list[str]:
-        """Token ids to their SentencePiece pieces (``▁`` marks a leading space)."""
+        """Token ids to their SentencePiece pieces (``▁`` marks a leading space).
+
+        Raises ``ValueError`` for an id that is not an int in [0, :attr:`vocab_size`).
+        """
+        return [self.tokenizer.id_to_piece(i) for i in self._checked(ids)]
+
+    def _checked(self, ids: Tensor | list[int]) -> list[int]:
+        """``ids`` as a list, once every id is one of the vocabulary's: SentencePiece's own
+        "piece id is out of range" names neither the id nor the vocabulary."""
         if isinstance(ids, Tensor):
+            if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+                raise ValueError(f"token ids must be an integer tensor, got {ids.dtype}")
             ids = ids.tolist()
-        return [self.tokenizer.id_to_piece(i) for i in ids]
+        flat = _flatten(ids)
+        bad = [i for i in flat if not _is_index(i) or not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"token ids must be ints in [0, {self.vocab_size}) (this tokenizer's "
+                f"vocabulary), got {', '.join(map(repr, bad[:5]))}"
+                + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            )
+        return ids
+
+
+def _flatten(ids: object) -> list:
+    """The entries of a (nested) list of ids, or ``[ids]`` for anything else."""
+    return [i for x in ids for i in _flatten(x)] if isinstance(ids, list | tuple) else [ids]
+
+
+def _is_index(i: object) -> bool:
+    return isinstance(i, numbers.Integral) and not isinstance(i, bool)
 
 
 def split_documents(text: str, val_every: int = 10) -> tuple[list[str], list[str]]:
@@ -301,9 +349,13 @@ def split_documents(text: str, val_every: int = 10) -> tuple[list[str], list[str
 
     Raises
     ------
+    TypeError
+        ``text`` is not a str.
     ValueError
         ``val_every`` is not an int >= 2, or the text has fewer than ``val_every`` documents.
     """
+    if not isinstance(text, str):  # bytes would fail in split() with a message about 'str'
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not isinstance(val_every, int) or val_every < 2:
         raise ValueError(f"val_every must be an int >= 2, got {val_every!r}")
     docs = [doc for doc in text.split("\n\n") if doc.strip()]
@@ -331,8 +383,8 @@ def tokenize(text: str, vocab_size: int = 2048, val_every: int = 10) -> TokenDat
 
     Raises
     ------
-    ValueError
-        As :func:`split_documents`.
+    TypeError, ValueError
+        As :func:`split_documents` and :func:`train_tokenizer`.
     """
     train_docs, val_docs = split_documents(text, val_every)
     tok = train_tokenizer("\n".join(train_docs), vocab_size)
@@ -350,8 +402,21 @@ def lm_batch(
 
     Returns ``(x, y)``, both int64 of shape ``(batch_size, block_size)``, with
     ``y[:, t] = ids[start + t + 1]``.
+
+    Raises
+    ------
+    TypeError
+        ``ids`` is not an integer tensor.
+    ValueError
+        ``ids`` not 1-D or shorter than ``block_size + 1``; ``batch_size`` or ``block_size`` not
+        an int >= 1; a ``device`` torch does not know or this machine lacks.
     """
-    if ids.ndim != 1 or len(ids) < block_size + 1:
+    _check_stream(ids)
+    check_int("batch_size", batch_size, low=1)
+    check_int("block_size", block_size, low=1)
+    if device is not None:
+        check_device("device", device)
+    if len(ids) < block_size + 1:
         raise ValueError(
             f"ids must be 1-D with at least block_size + 1 = {block_size + 1} entries, "
             f"got shape {tuple(ids.shape)}"
@@ -368,13 +433,36 @@ def blocks(ids: Tensor, block_size: int) -> Tensor:
     shape ``[n, block_size + 1]``: inputs ``w[:, :-1]``, targets ``w[:, 1:]`` (the reference
     packs documents, [END] between them, into fixed-length blocks the same way). The remainder
     is dropped.
+
+    Raises
+    ------
+    TypeError
+        ``ids`` is not an integer tensor.
+    ValueError
+        ``ids`` not 1-D or shorter than one window; ``block_size`` not an int >= 1.
     """
-    if ids.ndim != 1:
-        raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
+    _check_stream(ids)
+    check_int("block_size", block_size, low=1)
     n = len(ids) // (block_size + 1)
     if n < 1:
         raise ValueError(f"need at least {block_size + 1} ids for one block, got {len(ids)}")
     return ids[: n * (block_size + 1)].view(n, block_size + 1)
+
+
+def _check_stream(ids: object) -> None:
+    """``ids`` is a 1-D tensor of token ids: float ids would make float "token" batches."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"ids must be a 1-D integer tensor of token ids, got {type(ids).__name__}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"ids must be a 1-D integer tensor of token ids, got {ids.dtype}")
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
+
+
+def _check_seed(seed: object) -> None:
+    """``seed`` is what ``torch.Generator.manual_seed`` takes whole, an int in [0, 2**64)."""
+    if not is_int(seed) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
 
 
 @dataclass(frozen=True)
@@ -402,9 +490,21 @@ def teacher_student(
     an even function of x). The teacher is a tanh network, so no student layer (bilinear, ReGLU,
     SwiGLU, ...) has its form. W₁ ~ N(0, 1/d_in), b₁ ~ N(0, 1), W₂ ~ N(0, 1/width); float32;
     seeded.
+
+    Raises
+    ------
+    ValueError
+        A size that is not an int (``True`` included), ``d_in`` < 2 or another size < 1 (the one
+        is named); ``seed`` not an int in [0, 2**64).
     """
-    if d_in < 2 or d_out < 1 or n_train < 1 or n_test < 1 or width < 1:
-        raise ValueError("need d_in >= 2 and positive d_out, n_train, n_test, width")
+    sizes = dict(d_in=(d_in, 2), d_out=(d_out, 1), n_train=(n_train, 1), n_test=(n_test, 1))
+    for name, (value, low) in {**sizes, "width": (width, 1)}.items():
+        if not is_int(value) or value < low:
+            raise ValueError(
+                f"need d_in >= 2 and positive d_out, n_train, n_test, width (ints), got {name} = "
+                f"{value!r}"
+            )
+    _check_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     W1 = torch.randn(width, d_in, generator=gen) / d_in**0.5
     b1 = torch.randn(width, generator=gen)
@@ -457,9 +557,20 @@ def key_value_recall(
 ) -> RecallTask:
     """A synthetic key-value memory task: random keys on the sphere of radius √d, each assigned a
     uniformly random value class. A layer of d inputs and ``n_values`` logits must store the table;
-    accuracy on the keys measures how much it can hold."""
-    if n_pairs < 1 or d < 1 or n_values < 2:
-        raise ValueError("need n_pairs >= 1, d >= 1 and n_values >= 2")
+    accuracy on the keys measures how much it can hold.
+
+    Raises
+    ------
+    ValueError
+        A size that is not an int (``True`` included) or below its bound (the one is named);
+        ``seed`` not an int in [0, 2**64).
+    """
+    for name, (value, low) in dict(n_pairs=(n_pairs, 1), d=(d, 1), n_values=(n_values, 2)).items():
+        if not is_int(value) or value < low:
+            raise ValueError(
+                f"need n_pairs >= 1, d >= 1 and n_values >= 2 (ints), got {name} = {value!r}"
+            )
+    _check_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     keys = torch.randn(n_pairs, d, generator=gen)
     keys = keys / keys.norm(dim=1, keepdim=True) * d**0.5
@@ -605,8 +716,10 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     Raises
     ------
     TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped runs, or the shipped checkpoints).
+        As :func:`shipped` (the message lists the shipped runs, or the shipped checkpoints);
+        ``ValueError`` also for a ``checkpoint`` that is not a bool.
     """
+    check_bool("checkpoint", checkpoint)
     if checkpoint:
         return _shipped_file(
             "collapse-hunt checkpoint", name, "collapse_hunt/{}/config.json"
