@@ -132,6 +132,15 @@ def test_config_round_trip_and_errors():
         TinyLMConfig(vocab_size=10, ffn="moe")
 
 
+def test_tiny_lm_refuses_a_config_that_is_not_a_tinylm_config():
+    """A dict of the fields gave AttributeError "'dict' object has no attribute 'vocab_size'"
+    (also from train_lm_seeds, before its first step)."""
+    fields = _tiny().cfg.to_dict()
+    with pytest.raises(TypeError, match=r"^cfg must be a TinyLMConfig, got dict$"):
+        TinyLM(fields)
+    assert TinyLM(TinyLMConfig(**fields)).cfg == _tiny().cfg
+
+
 def test_ids_errors():
     """Out-of-range, too long, wrongly typed or shaped ids raise ValueError."""
     model = _tiny()

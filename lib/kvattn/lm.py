@@ -108,11 +108,14 @@ class TinyLM(nn.Module):
     """Decoder-only LM: token + position embeddings, ``n_layers`` blocks, final LN, linear head.
 
     ``forward(idx)`` maps token ids ``(B, T)`` (int64, T ≤ block_size) to logits
-    ``(B, T, vocab_size)``.
+    ``(B, T, vocab_size)``. Raises ``TypeError`` when ``cfg`` is not a :class:`TinyLMConfig`
+    (a dict of its fields is ``TinyLMConfig(**d)``).
     """
 
     def __init__(self, cfg: TinyLMConfig):
         super().__init__()
+        if not isinstance(cfg, TinyLMConfig):  # a dict failed on its first missing attribute
+            raise TypeError(f"cfg must be a TinyLMConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
