@@ -257,3 +257,52 @@ def test_numeric_betas_of_any_real_type_are_accepted():
 
     assert resolve("swish", 2).beta == 2.0
     assert resolve("swish", np.float64(0.5)).beta == 0.5
+
+
+@pytest.mark.parametrize(
+    ("fn", "error", "match"),
+    [
+        (lambda z: z.float(), TypeError, "must keep the input's dtype: torch.float64 in, torch.fl"),
+        (
+            lambda z: z.double(),
+            TypeError,
+            "must keep the input's dtype: torch.float32 in, torch.fl",
+        ),
+        (
+            lambda z: torch.full_like(z, math.nan),
+            ValueError,
+            r"must give finite values; on \[-1.0, -0.5, 0.0, 0.5, 1.0\] it gave \[nan, nan, nan",
+        ),
+        (lambda z: z * torch.log(z.abs()), ValueError, r"it gave \[-0.0, .*nan"),
+        (torch.relu_, ValueError, r"must not change its input \(relu_ works in place"),
+        (lambda z: z.mul_(2), ValueError, "must not change its input"),
+    ],
+)
+def test_callables_that_change_dtype_give_nan_or_work_in_place_are_refused(fn, error, match):
+    """Audit V10, V11, V14: a callable that changed the dtype (float64 came back float32), one
+    that returned NaN, and an in-place one (torch.relu_ overwrote the tensor it was given) were
+    all accepted. Each is refused by the probe call, which runs on a copy in float64 and float32."""
+    with pytest.raises(error, match=match):
+        resolve(fn)
+
+
+def test_elementwise_callables_that_keep_their_input_are_accepted():
+    """The identity returns its input itself; that is not working in place."""
+    z = torch.tensor([-1.0, 2.0])
+    for fn in (lambda t: t, torch.tanh, F.silu, torch.nn.GELU()):
+        out = resolve(fn)(z)
+        assert out.dtype == z.dtype and z.tolist() == [-1.0, 2.0]
+
+
+def test_swish_beta_beyond_float32_is_refused():
+    """Audit E66 (the activation's part): β = 1e308 was accepted; every β above the largest
+    float32 is infinite in the model's float32 (and half) arithmetic, where σ(0) = 0·sigmoid(∞·0)
+    is NaN. The largest float32 itself still gives finite values."""
+    largest = torch.finfo(torch.float32).max
+    for name in ("swish", "silu"):
+        with pytest.raises(
+            ValueError, match=r"beta must be at most 3.4e\+38 \(the largest float32"
+        ):
+            resolve(name, 1e39)
+    z = torch.tensor([-1.0, 0.0, 1.0])
+    assert resolve("swish", largest)(z).tolist() == [-0.0, 0.0, 1.0]

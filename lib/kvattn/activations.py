@@ -28,6 +28,9 @@ Tensor = torch.Tensor
 #: The activation names :func:`resolve` accepts.
 NAMES = ("identity", "relu", "silu", "swish", "gelu", "sigmoid")
 
+#: The largest Swish β :func:`resolve` accepts, the largest float32 (about 3.4e38).
+MAX_BETA = torch.finfo(torch.float32).max
+
 
 def identity(z: Tensor) -> Tensor:
     """σ(z) = z."""
@@ -100,6 +103,39 @@ class Activation:
         return torch.where(z == 0, slope.to(z.dtype), self.fn(safe) / safe)
 
 
+def _probe(act: Callable[[Tensor], Tensor], name: str, dtype: torch.dtype) -> None:
+    """Call ``act`` on five points of [-1, 1] in ``dtype``: it must return a tensor of their shape
+    and dtype, finite, and leave its input as it was."""
+    probe = torch.linspace(-1.0, 1.0, 5, dtype=dtype)
+    given = probe.clone()
+    try:
+        out = act(probe)
+    except Exception as err:  # a scalar function such as math.tanh, a layer, ...
+        raise TypeError(
+            "a callable activation must map a tensor to a tensor of the same shape "
+            f"(elementwise); calling it on a tensor of shape (5,) failed: {err}"
+        ) from None
+    if not isinstance(out, Tensor) or out.shape != probe.shape:
+        raise TypeError(
+            "a callable activation must map a tensor to a tensor of the same shape (elementwise)"
+        )
+    if not torch.equal(probe, given):
+        # a layer's input is often still needed (the residual stream, the backward pass)
+        raise ValueError(
+            f"a callable activation must not change its input ({name} works in place); use "
+            "its out-of-place form, e.g. torch.relu for torch.relu_"
+        )
+    if out.dtype != dtype:
+        raise TypeError(
+            f"a callable activation must keep the input's dtype: {dtype} in, {out.dtype} out"
+        )
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(
+            f"a callable activation must give finite values; on {given.tolist()} it gave "
+            f"{out.tolist()}"
+        )
+
+
 def resolve(
     act: str | Callable[[Tensor], Tensor] | Activation, beta: float | None = None
 ) -> Activation:
@@ -108,19 +144,24 @@ def resolve(
     Parameters
     ----------
     act:
-        One of :data:`NAMES`, a callable mapping a tensor to a tensor of the same shape, or an
-        :class:`Activation` (returned unchanged when ``beta`` is None).
+        One of :data:`NAMES`, a callable mapping a tensor to a tensor of the same shape and dtype
+        without changing it (checked on five points of [-1, 1] in float64 and float32, where it
+        must also be finite), or an :class:`Activation` (returned unchanged when ``beta`` is
+        None).
     beta:
         Inverse temperature of Swish-β. Allowed only with ``"swish"`` (default 1) and ``"silu"``
         (which then becomes Swish-β). A real number (int, float, NumPy scalar; not a string, bool
-        or tensor), finite and ≥ 0; β = 0 is the linear map z/2.
+        or tensor), finite and in [0, :data:`MAX_BETA`]; β = 0 is the linear map z/2.
 
     Raises
     ------
     ValueError
-        Unknown name, ``beta`` given for an activation that has none, or a negative/non-finite β.
+        Unknown name, ``beta`` given for an activation that has none, or a β that is negative,
+        non-finite or above :data:`MAX_BETA`; a callable that changes its input (works in place)
+        or gives NaN or infinite values on the probe.
     TypeError
-        ``act`` is neither a string nor a callable; a β that is not a real number.
+        ``act`` is neither a string nor a callable; a β that is not a real number; a callable
+        that fails on a tensor, changes its shape or its dtype.
     """
     if isinstance(act, Activation) and beta is None:
         return act
@@ -138,6 +179,12 @@ def resolve(
                 )
             if not math.isfinite(beta) or beta < 0:
                 raise ValueError(f"beta must be finite and >= 0, got {beta}")
+            if beta > MAX_BETA:
+                raise ValueError(
+                    f"beta must be at most {MAX_BETA:.2g} (the largest float32): a larger β is "
+                    "infinite in float32 and half precision, where σ(0) = 0·sigmoid(∞·0) is NaN; "
+                    f"got {beta}"
+                )
             if name == "silu" and beta == 1.0:
                 beta = None
             else:
@@ -162,18 +209,9 @@ def resolve(
     if callable(act):
         if beta is not None:
             raise ValueError("beta applies to the named Swish-β activation, not to a callable")
-        probe = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64)
-        try:
-            out = act(probe)
-        except Exception as err:  # a scalar function such as math.tanh, a layer, ...
-            raise TypeError(
-                "a callable activation must map a tensor to a tensor of the same shape "
-                f"(elementwise); calling it on a tensor of shape (5,) failed: {err}"
-            ) from None
-        if not isinstance(out, Tensor) or out.shape != probe.shape:
-            raise TypeError(
-                "a callable activation must map a tensor to a tensor of the same shape "
-                "(elementwise)"
-            )
-        return Activation(getattr(act, "__name__", type(act).__name__), act)
+        name = getattr(act, "__name__", type(act).__name__)
+        # Both dtypes, so that a callable casting to either one (z.float(), z.double()) shows it.
+        for dtype in (torch.float64, torch.float32):
+            _probe(act, name, dtype)
+        return Activation(name, act)
     raise TypeError(f"act must be an activation name or a callable, got {type(act).__name__}")
