@@ -14,6 +14,7 @@ and keep the graph. Bracketed keys cite ``book/references.bib``.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +25,36 @@ Tensor = torch.Tensor
 
 
 def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
-    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss).
-    ``targets`` may be int32 or int64 ids (the models take both; the loss needs int64)."""
+    """Mean next-token cross-entropy over non-pad targets (the reference's masked loss), in
+    float32: ``logits [B, S, V]``, ``targets [B, S]`` int32 or int64 ids (the models take both;
+    the loss needs int64), ``pad_id`` the id left out of the mean.
+
+    Raises
+    ------
+    TypeError
+        ``logits`` is not a floating-point tensor, ``targets`` not an int64 (or int32) tensor
+        (float ids would be truncated), or ``pad_id`` not an int (a bool included).
+    ValueError
+        The shapes are not ``[B, S, V]`` and ``[B, S]`` with B, S, V ≥ 1, or every target is
+        ``pad_id`` (the mean would be over no target: nan); reading that costs one host
+        synchronisation on a GPU.
+    """
+    if not isinstance(logits, Tensor) or not logits.is_floating_point():
+        got = logits.dtype if isinstance(logits, Tensor) else type(logits).__name__
+        raise TypeError(f"logits must be a floating-point tensor, got {got}")
+    if not isinstance(targets, Tensor) or targets.dtype not in (torch.int64, torch.int32):
+        got = targets.dtype if isinstance(targets, Tensor) else type(targets).__name__
+        raise TypeError(f"targets must be an int64 (or int32) tensor of token ids, got {got}")
+    # any integer, NumPy's included (F.cross_entropy takes them), but not a bool
+    if not isinstance(pad_id, numbers.Integral) or isinstance(pad_id, bool):
+        raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")
+    if logits.ndim != 3 or targets.shape != logits.shape[:2] or 0 in logits.shape:
+        raise ValueError(
+            "logits must have shape [B, S, V] and targets [B, S] (B, S, V >= 1), got logits "
+            f"{tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
+    if not bool((targets != pad_id).any()):
+        raise ValueError(f"every target is pad_id = {pad_id}: no loss to average")
     return F.cross_entropy(
         logits.flatten(0, 1).float(), targets.flatten().long(), ignore_index=pad_id
     )
@@ -70,12 +99,19 @@ def log_trace_expm_squared(M: Tensor) -> Tensor:
     Raises
     ------
     TypeError
-        If ``M`` is not a floating-point tensor.
+        If ``M`` is not a float32 or float64 tensor (``matrix_exp`` in bfloat16 or float16
+        returns nan or inf: pass ``M.float()``).
     ValueError
         If ``M`` is not ``[..., d, d]``, or M or M∘M has a non-finite entry (entries of M beyond
         the square root of the dtype's largest value overflow); one host synchronisation.
     """
     check_square(M, "M")
+    if M.dtype not in (torch.float32, torch.float64):
+        # refused rather than computed in float32: the caller chooses the dtype of the loss
+        raise TypeError(
+            "M must be float32 or float64 (matrix_exp is not accurate in half precision: pass "
+            f"M.float()), got {M.dtype}"
+        )
     X = M * M
     check_finite(X.detach(), "M∘M")
     c = _perron_upper_bound(X.detach())
