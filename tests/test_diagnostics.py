@@ -1041,3 +1041,125 @@ def test_row_map_gain_refuses_probes_of_the_wrong_type():
             D.row_map_gain(model, probes[0])
         with pytest.raises(TypeError, match=r"probes\[0\] must be a tensor of int64.*float32"):
             D.row_map_gain(model, [probes[0].float()])
+
+
+# --- audit of the bad input the diagnostics accepted or refused unclearly ------------------------
+
+
+def test_repeated_probes_are_refused_instead_of_reading_as_collapse():
+    """Audit D03: collapse_measures(M, [p, p], ev) gave G order parameters of exactly 0, the
+    reading of a collapsed model; deductive_tensors and row_map_gain took repeats too. Now all
+    three refuse a repeated probe before the model runs; donors of g_substitution may repeat."""
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    repeated = [probes[0], probes[1], probes[0].clone()]
+    with _NoForward(model):
+        with pytest.raises(
+            ValueError,
+            match=r"^probes\[2\] repeats probes\[0\]: each of the probes must be a different "
+            r"input \(a repeat compared with itself reads as an input-invariant G_LM, a false "
+            r"collapse\)$",
+        ):
+            D.collapse_measures(model, repeated, eval_ids)
+        with pytest.raises(
+            ValueError, match=r"^prompts\[2\] repeats prompts\[0\]: each of the prompts"
+        ):
+            D.deductive_tensors(model, repeated)
+        with pytest.raises(ValueError, match=r"^probes\[2\] repeats probes\[0\]"):
+            D.row_map_gain(model, repeated)
+    # the same tokens in a longer probe are a different input
+    m = D.collapse_measures(model, [probes[0], probes[0][:, :9]], eval_ids)
+    assert (m.heads["G_order_rms"] > 0).all()
+    r = D.g_substitution(model, eval_ids, [probes[0], probes[0]])
+    assert r.delta_loss[0] == r.delta_loss[1]
+
+
+def test_eval_ids_and_probes_on_the_meta_device_are_refused_by_name():
+    """Audit D14: g_substitution with eval_ids on the meta device failed in torch internals
+    ('Tensor.item() cannot be called on meta tensors')."""
+    model = _tiny_pldr()
+    probes, eval_ids = _probe_inputs()
+    with _NoForward(model):
+        with pytest.raises(
+            ValueError,
+            match=r"^ids is on the meta device, which holds no values: pass token ids on the "
+            r"model's device$",
+        ):
+            D.g_substitution(model, eval_ids.to("meta"), probes)
+        with pytest.raises(ValueError, match=r"^probes\[1\] is on the meta device"):
+            D.collapse_measures(model, [probes[0], probes[1].to("meta")], eval_ids)
+
+
+def test_complex_and_bool_tensors_are_refused_instead_of_cast():
+    """Audit D24, D43, D45, D54: cpu64 cast complex tensors to real (imaginary part dropped,
+    only a torch warning) and bools to 0/1: a shift bound of 0, an order parameter of 0 between
+    1+1j and 1+2j, rank 0 for a purely imaginary A."""
+    q, k, v, delta = torch.randn(2, 5, 4), torch.randn(2, 6, 4), torch.randn(2, 6, 3), torch.eye(4)
+    with pytest.raises(
+        TypeError,
+        match=r"^q must be a real tensor \(floating-point or integer\), got "
+        r"torch\.complex64$",
+    ):
+        D.attention_shift_bound(q.to(torch.complex64) * 1j, k, v, delta)
+    with pytest.raises(TypeError, match=r"^delta must be a real tensor .* got torch\.bool$"):
+        D.attention_shift_bound(q, k, v, delta.bool())
+    with pytest.raises(TypeError, match=r"^x1 must be a real tensor .* got torch\.complex64$"):
+        D.order_parameter(torch.tensor([1 + 1j]), torch.tensor([1 + 2j]))
+    with pytest.raises(TypeError, match=r"^x2 must be a real tensor .* got torch\.bool$"):
+        D.order_parameter(torch.tensor([1.0, 0.0]), torch.tensor([True, True]))
+    with pytest.raises(TypeError, match=r"^A must be a real tensor .* got torch\.complex128$"):
+        D.rank_audit(torch.randn(2, 3, 4, 4, dtype=torch.complex128) * 1j)
+    with pytest.raises(TypeError, match=r"^x must be a real tensor .* got torch\.bool$"):
+        D.cpu64(torch.ones(2, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"^x1 must be a torch\.Tensor, got list$"):
+        D.order_parameter([1.0], torch.ones(1))
+    # integers are real: cast exactly, as before
+    assert D.order_parameter(torch.tensor([2, 4]), torch.tensor([2, 5])) == pytest.approx(
+        math.sqrt(0.5) / 3
+    )
+    assert torch.equal(D.cpu64(torch.tensor([3])), torch.tensor([3.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("tol", ["1e-3", True, float("inf"), 1.0, 0.0, -1e-9, float("nan")])
+def test_perron_frobenius_needs_a_tolerance_in_the_open_unit_interval(tol):
+    """Audit D60, D61, D62: tol='1e-3' failed on '>' between str and int, tol=True ran as 1, and
+    tol=inf stopped after one power step (1.9103 against 1.9113) without a word. The eigenvector
+    sums to 1, so no entry moves by 1 or more: a tol of 1 or more always stopped there."""
+    P = torch.rand(3, 3, generator=torch.Generator().manual_seed(0)) + 0.1
+    with pytest.raises(ValueError, match=rf"^tol must be a number in \(0, 1\), got {tol!r}$"):
+        D.perron_frobenius(P, tol=tol)
+    lam, _ = D.perron_frobenius(P, tol=0.5)  # still allowed: a coarse tolerance
+    assert lam.shape == ()
+
+
+def test_deductive_profile_refuses_outputs_that_are_not_deductive_tensors():
+    """Audit D82: deductive_profile('abc', 0, 0) failed on "'str' object has no attribute
+    'G_LM'"; outputs of a different number of layers per prompt failed on an index."""
+    model = _tiny_pldr()
+    probes, _ = _probe_inputs()
+    outputs = D.deductive_tensors(model, probes[:2])
+    expected = (
+        r"^outputs must be a list with, per prompt, the list of DeductiveOutputs of every layer "
+        r"\(what deductive_tensors returns\), got "
+    )
+    with pytest.raises(TypeError, match=expected + "str$"):
+        D.deductive_profile("abc", 0, 0)
+    with pytest.raises(TypeError, match=expected + r"outputs\[1\] = NoneType$"):
+        D.deductive_profile([outputs[0], None], 0, 0)
+    with pytest.raises(TypeError, match=expected + r"outputs\[0\]\[1\] = Tensor$"):
+        D.deductive_profile([[outputs[0][0], probes[0]], outputs[1]], 0, 0)
+    with pytest.raises(
+        ValueError, match=r"^outputs must hold every layer for every prompt, got 2, 1 layers$"
+    ):
+        D.deductive_profile([outputs[0], outputs[1][:1]], 0, 0)
+    assert D.deductive_profile(tuple(outputs), 1, 1).order_rms["G_LM"] > 0
+
+
+def test_twirl_refuses_repeated_lengths():
+    """Audit D90: twirl(..., [2, 2]) returned one density instead of two, without a word."""
+    gpt = _gpt()
+    ids = torch.randint(4, 60, (1, 6))
+    with _NoForward(gpt):
+        with pytest.raises(ValueError, match=r"^lengths has duplicates \[2\], got \[2, 3, 2\]$"):
+            D.twirl(gpt, ids, 0, 0, [2, 3, 2])
+    assert list(D.twirl(gpt, ids, 0, 0, (3, 2))) == [3, 2]

@@ -71,12 +71,13 @@ def row_map_gain(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
         ``model`` is not a PLGA PLDRLLM (a GPT or a constant-G model has no metric learner),
         ``probes`` is not a list or tuple, or a probe is not an int64 (or int32) tensor.
     ValueError
-        No probes, or a probe not of shape ``[1, S]`` with S ≥ 1.
+        No probes, a probe not of shape ``[1, S]`` with S ≥ 1 or on the meta device, or two
+        probes with the same ids (a repeat would count its rows twice in the median).
     """
 
     if not isinstance(model, PLDRLLM) or model.kind != "plga":
         raise TypeError("model must be a PLDRLLM with PLGA (only PLGA has a metric learner)")
-    _check_probes(probes, 1, "need a list of one or more probes")
+    _check_probes(probes, 1, "need a list of one or more probes", distinct=True)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -144,12 +145,14 @@ def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Ten
     Raises
     ------
     TypeError
-        If an argument is not a tensor.
+        If an argument is not a real (floating-point or integer) tensor.
     ValueError
         For shapes that do not fit together (leading axes that do not broadcast included), no
         keys (S_k = 0: the maximum over keys is undefined), or non-finite entries.
     """
-    q, k, v, delta = (cpu64(t) for t in (q, k, v, delta))
+    q, k, v, delta = (
+        cpu64(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"), (delta, "delta"))
+    )
     for name, t in (("q", q), ("k", k), ("v", v), ("delta", delta)):
         check_finite(t, name)
     check_square(delta, "delta")
@@ -225,8 +228,8 @@ def g_substitution(model: PLDRLLM, ids: Tensor, donors: list[Tensor]) -> GSubsti
         not an int64 (or int32) tensor.
     ValueError
         No donors, a donor not of shape ``[1, S_d]`` with S_d ≥ 1, ``ids`` not of shape
-        ``[B, S + 1]`` with B, S ≥ 1, or every target ``ids[:, 1:]`` is ``pad_token_id`` (the
-        loss would average over nothing).
+        ``[B, S + 1]`` with B, S ≥ 1, ids or a donor on the meta device (no values), or every
+        target ``ids[:, 1:]`` is ``pad_token_id`` (the loss would average over nothing).
     """
     _check_pldrllm(model)
     _check_probes(donors, 1, "need at least one donor input", "donors")
@@ -384,11 +387,18 @@ def collapse_measures(model: PLDRLLM, probes: list[Tensor], eval_ids: Tensor) ->
         ``model`` is not a PLDRLLM (a GPT has no G_LM), ``probes`` is not a list or tuple, a
         probe is not an int64 (or int32) tensor, or ``eval_ids`` is not an int64 tensor.
     ValueError
-        Fewer than two probes, a probe not of shape ``[1, S]`` with S ≥ 1, ``eval_ids`` not
-        ``[B, S + 1]`` with B, S ≥ 1, or every target ``eval_ids[:, 1:]`` is ``pad_token_id``.
+        Fewer than two probes, a probe not of shape ``[1, S]`` with S ≥ 1, two probes with the
+        same ids (a probe compared with itself reads as collapse), ``eval_ids`` not
+        ``[B, S + 1]`` with B, S ≥ 1, probes or ``eval_ids`` on the meta device, or every target
+        ``eval_ids[:, 1:]`` is ``pad_token_id``.
     """
     _check_pldrllm(model)
-    _check_probes(probes, 2, "need a list of at least two probes to compare G_LM between inputs")
+    _check_probes(
+        probes,
+        2,
+        "need a list of at least two probes to compare G_LM between inputs",
+        distinct=True,
+    )
     _check_blocks(eval_ids, "eval_ids", model.config.pad_token_id)
     device = next(model.parameters()).device
     probes = [p.to(device) for p in probes]

@@ -78,10 +78,12 @@ def commutant_residual(G: Tensor, interleaved: bool = True) -> Tensor:
 
     Raises
     ------
+    TypeError
+        If G is not a real (floating-point or integer) tensor.
     ValueError
         If G is not ``[..., d_k, d_k]`` with d_k even, or has non-finite entries.
     """
-    X = cpu64(G)
+    X = cpu64(G, "G")
     _matrices(X, "G")
     residual = X - commutant_projection(X, interleaved)
     return _ratio(residual.norm(dim=(-2, -1)), X.norm(dim=(-2, -1)))
@@ -252,10 +254,11 @@ def deductive_tensors(model: DecoderLM, prompts: list[Tensor]) -> list[list]:
     TypeError
         ``prompts`` is not a list or tuple, or a prompt is not an int64 (or int32) tensor.
     ValueError
-        No prompts, or a prompt not of shape ``(1, S)`` with S ≥ 1 (a batch would be profiled
-        by its first row only).
+        No prompts, a prompt not of shape ``(1, S)`` with S ≥ 1 (a batch would be profiled
+        by its first row only) or on the meta device, or two prompts with the same ids (a repeat
+        would read as an input-invariant G_LM in :func:`deductive_profile`).
     """
-    _check_probes(prompts, 1, "need a list of one or more prompts", "prompts")
+    _check_probes(prompts, 1, "need a list of one or more prompts", "prompts", distinct=True)
     return [model(ids, output_pldr_attentions=True).pldr_attentions for ids in prompts]
 
 
@@ -272,13 +275,21 @@ def deductive_profile(
     Raises
     ------
     TypeError
-        For outputs without G_LM (a GPT's).
+        For outputs that are not a list of per-prompt lists of
+        :class:`~kvattn.pldr.DeductiveOutputs` (what :func:`deductive_tensors` returns; objects
+        with its fields A, A_LM, A_P and G_LM do), or outputs without G_LM (a GPT's).
     ValueError
-        For fewer than two prompts, outputs of a batch of more than one prompt, or
-        ``layer``/``head`` out of range.
+        For fewer than two prompts, prompts with different numbers of layers, outputs of a batch
+        of more than one prompt, or ``layer``/``head`` out of range.
     """
+    _check_outputs(outputs)
     if len(outputs) < 2:
         raise ValueError("need the deductive tensors of at least two prompts")
+    if len({len(o) for o in outputs}) > 1:
+        raise ValueError(
+            "outputs must hold every layer for every prompt, got "
+            f"{', '.join(str(len(o)) for o in outputs)} layers"
+        )
     _index(layer, "layer", len(outputs[0]))
     G = outputs[0][layer].G_LM
     if G is None:
@@ -309,6 +320,35 @@ def deductive_profile(
             len(stack) - 1
         )
     return DeductiveProfile(layer, head, first, spread, order, order_rms, label)
+
+
+def _check_outputs(outputs: object) -> None:
+    """Raise unless ``outputs`` is a list (or tuple) of per-prompt lists of
+    :class:`~kvattn.pldr.DeductiveOutputs` (or objects with its fields A, A_LM, A_P, G_LM)."""
+    bad = None
+    if not isinstance(outputs, list | tuple):
+        bad = type(outputs).__name__
+    else:
+        for p, per_prompt in enumerate(outputs):
+            if not isinstance(per_prompt, list | tuple):
+                bad = f"outputs[{p}] = {type(per_prompt).__name__}"
+            else:
+                bad = next(
+                    (
+                        f"outputs[{p}][{i}] = {type(t).__name__}"
+                        for i, t in enumerate(per_prompt)
+                        # read by name, as DeductiveOutputs has them (built by hand too)
+                        if not all(hasattr(t, name) for name in DEDUCTIVE)
+                    ),
+                    None,
+                )
+            if bad is not None:
+                break
+    if bad is not None:
+        raise TypeError(
+            "outputs must be a list with, per prompt, the list of DeductiveOutputs of every layer "
+            f"(what deductive_tensors returns), got {bad}"
+        )
 
 
 @torch.no_grad()
@@ -371,8 +411,8 @@ def twirl(
         For a model that is not a PLDRLLM or GPT, ids that are not an int64 (or int32) tensor,
         or ``lengths`` that is not a list or tuple of ints.
     ValueError
-        For ids not of shape (1, S), ``layer``/``head`` out of range, no lengths, or a length
-        outside 1 … S.
+        For ids not of shape (1, S), ``layer``/``head`` out of range, no lengths, a length
+        outside 1 … S, or a length given twice (the result has one entry per length).
     """
     _check_sequence(ids, "ids")
     _index(head, "head", _attention(model, layer).cfg.num_attention_heads)
@@ -382,6 +422,9 @@ def twirl(
         raise TypeError(f"lengths must be a list of ints, got {lengths!r}")
     if not lengths or min(lengths) < 1:
         raise ValueError(f"lengths must be a non-empty list of ints ≥ 1, got {lengths!r}")
+    duplicates = sorted({S for S in lengths if lengths.count(S) > 1})
+    if duplicates:
+        raise ValueError(f"lengths has duplicates {duplicates}, got {lengths!r}")
     if max(lengths) > ids.shape[1]:
         raise ValueError(f"lengths go up to {max(lengths)} but the input has {ids.shape[1]} tokens")
     q = layer_queries(model, ids, layer)[head]

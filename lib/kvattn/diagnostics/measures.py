@@ -14,16 +14,17 @@ from dataclasses import dataclass
 
 import torch
 
-from .._checks import check_finite, check_square
+from .._checks import check_finite, check_fraction, check_square
 from ..losses import log_trace_expm_squared
 from ..pldr import PLDRLLM, Attention, DecoderLM
 
 Tensor = torch.Tensor
 
 
-def cpu64(x: Tensor) -> Tensor:
+def cpu64(x: Tensor, name: str = "x") -> Tensor:
     """``x`` detached, moved to the CPU and *then* cast to float64: what every analysis here
-    computes on (the input itself when it already is a detached CPU float64 tensor).
+    computes on (the input itself when it already is a detached CPU float64 tensor). Integer
+    tensors are cast exactly (up to 2^53); ``name`` is the argument's name in the messages.
 
     The order matters: MPS has no float64, so ``x.double()`` fails on an MPS tensor, and a float64
     copy left on a GPU would mix devices with the CPU tensors an analysis builds.
@@ -31,10 +32,17 @@ def cpu64(x: Tensor) -> Tensor:
     Raises
     ------
     TypeError
-        If ``x`` is not a tensor.
+        If ``x`` is not a tensor, or is complex or bool (the cast would drop the imaginary part,
+        or read truth values as 0 and 1).
+    ValueError
+        If ``x`` is on the meta device (no values to copy).
     """
     if not isinstance(x, Tensor):
-        raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_complex() or x.dtype == torch.bool:
+        raise TypeError(f"{name} must be a real tensor (floating-point or integer), got {x.dtype}")
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds no values")
     return x.detach().cpu().double()
 
 
@@ -82,23 +90,34 @@ def _check_pldrllm(model: object) -> None:
         )
 
 
+def _check_not_meta(ids: Tensor, name: str) -> None:
+    """Raise unless the token ids ``ids`` hold values (the checks and the model read them)."""
+    if ids.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values: pass token ids on the "
+            "model's device"
+        )
+
+
 def _check_sequence(ids: object, name: str) -> None:
     """Raise unless ``ids`` is one sequence of token ids: an int64 or int32 tensor ``[1, S]``,
-    S ≥ 1."""
+    S ≥ 1, not on the meta device."""
     if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
         got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
         raise TypeError(f"{name} must be a tensor of int64 (or int32) token ids, got {got}")
+    _check_not_meta(ids, name)
     if ids.ndim != 2 or ids.shape[0] != 1 or ids.shape[1] < 1:
         raise ValueError(f"{name} must have shape (1, S) with S ≥ 1, got {tuple(ids.shape)}")
 
 
 def _check_blocks(ids: object, name: str, pad: int) -> None:
     """Raise unless ``ids`` are evaluation blocks: an int64 tensor ``[B, S + 1]`` (B, S ≥ 1;
-    int64 because the targets ``ids[:, 1:]`` index the cross-entropy) with at least one target
-    that is not ``pad``, so that the loss averages over something."""
+    int64 because the targets ``ids[:, 1:]`` index the cross-entropy), not on the meta device,
+    with at least one target that is not ``pad``, so that the loss averages over something."""
     if not isinstance(ids, Tensor) or ids.dtype != torch.int64:
         got = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
         raise TypeError(f"{name} must be an int64 tensor of token ids, got {got}")
+    _check_not_meta(ids, name)
     if ids.ndim != 2 or ids.shape[0] < 1 or ids.shape[1] < 2:
         raise ValueError(
             f"{name} must have shape [B, S + 1] with B >= 1 and S >= 1, got {tuple(ids.shape)}"
@@ -113,7 +132,7 @@ def notears_h(M: Tensor) -> Tensor:
     Returns ``inf`` where the trace exceeds float64's range (its log is finite: see
     :func:`~kvattn.losses.log_trace_expm_squared`); a CPU tensor ``[...]`` for ``M`` on any device.
     """
-    log_tr = log_trace_expm_squared(cpu64(M))
+    log_tr = log_trace_expm_squared(cpu64(M, "M"))
     return torch.exp(log_tr) - M.shape[-1]
 
 
@@ -131,13 +150,15 @@ def order_parameter(x1: Tensor, x2: Tensor, normalisation: str = "mean") -> floa
 
     Raises
     ------
+    TypeError
+        If x1 or x2 is not a real (floating-point or integer) tensor.
     ValueError
         For different shapes, empty or non-finite inputs, an unknown ``normalisation``, or
         ``"mean"`` with mean(x1) = 0 and x1 ≠ x2.
     """
     if normalisation not in ("mean", "rms"):
         raise ValueError(f"normalisation must be 'mean' or 'rms', got {normalisation!r}")
-    a, b = cpu64(x1), cpu64(x2)
+    a, b = cpu64(x1, "x1"), cpu64(x2, "x2")
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
     if a.numel() == 0:
@@ -182,11 +203,13 @@ def rank_audit(A: Tensor, head_dim: int | None = 1) -> RankAudit:
 
     Raises
     ------
+    TypeError
+        If A is not a real (floating-point or integer) tensor.
     ValueError
         If A is not ``[..., d, d]`` with d ≥ 2, has non-finite entries, or ``head_dim`` is not a
         leading axis.
     """
-    X = cpu64(A)
+    X = cpu64(A, "A")
     _matrices(X, "A")
     if X.shape[-1] < 2:
         raise ValueError(f"A needs d ≥ 2 for σ2/σ1, got shape {tuple(X.shape)}")
@@ -224,15 +247,18 @@ def perron_frobenius(
 
     Raises
     ------
+    TypeError
+        If A_LM is not a real (floating-point or integer) tensor.
     ValueError
         If A_LM is not ``[..., d, d]``, has a non-finite or non-positive entry (the theorem needs
-        a positive matrix), or ``iterations`` < 1 or ``tol`` ≤ 0.
+        a positive matrix), ``iterations`` is not an int ≥ 1, or ``tol`` is not a number in
+        (0, 1): the eigenvector sums to 1, so no entry moves by 1 or more, and a ``tol`` of 1 or
+        more (inf included) would stop after one step.
     """
     if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
         raise ValueError(f"iterations must be an int ≥ 1, got {iterations!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol!r}")
-    X = cpu64(A_LM)
+    check_fraction("tol", tol)
+    X = cpu64(A_LM, "A_LM")
     _matrices(X, "A_LM")
     if not bool((X > 0).all()):
         raise ValueError("Perron–Frobenius needs entrywise-positive matrices")
@@ -254,18 +280,23 @@ def asymmetry(M: Tensor) -> float:
 
     Raises
     ------
+    TypeError
+        If M is not a real (floating-point or integer) tensor.
     ValueError
         If M is not square or has non-finite entries.
     """
-    X = cpu64(M)
+    X = cpu64(M, "M")
     _matrices(X, "M")
     return float(_ratio((X - X.transpose(-1, -2)).norm(), X.norm()))
 
 
-def _check_probes(probes: object, at_least: int, too_few: str, name: str = "probes") -> None:
+def _check_probes(
+    probes: object, at_least: int, too_few: str, name: str = "probes", distinct: bool = False
+) -> None:
     """Raise unless ``probes`` is a list or tuple of at least ``at_least`` token-id tensors of
     shape ``[1, S]`` with S ≥ 1 (ValueError with ``too_few`` when there are fewer); ``name``
-    is the argument's name in the messages."""
+    is the argument's name in the messages. With ``distinct``, no two may hold the same ids
+    (one host synchronisation per probe on a GPU)."""
     if not isinstance(probes, list | tuple):
         raise TypeError(
             f"{name} must be a list of token-id tensors of shape (1, S), got "
@@ -275,3 +306,15 @@ def _check_probes(probes: object, at_least: int, too_few: str, name: str = "prob
         raise ValueError(too_few)
     for i, p in enumerate(probes):
         _check_sequence(p, f"{name}[{i}]")
+    if distinct:
+        # Measures across inputs compare each probe with the others: a repeat compared with
+        # itself changes nothing, which is what collapse looks like.
+        seen: dict[tuple[int, ...], int] = {}
+        for i, p in enumerate(probes):
+            first = seen.setdefault(tuple(p.flatten().tolist()), i)
+            if first != i:
+                raise ValueError(
+                    f"{name}[{i}] repeats {name}[{first}]: each of the {name} must be a "
+                    "different input (a repeat compared with itself reads as an input-invariant "
+                    "G_LM, a false collapse)"
+                )
