@@ -1,6 +1,9 @@
 """Diagnostics of PLGA's deductive tensors, each on a constructed case with a known answer."""
 
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -1163,3 +1166,113 @@ def test_twirl_refuses_repeated_lengths():
         with pytest.raises(ValueError, match=r"^lengths has duplicates \[2\], got \[2, 3, 2\]$"):
             D.twirl(gpt, ids, 0, 0, [2, 3, 2])
     assert list(D.twirl(gpt, ids, 0, 0, (3, 2))) == [3, 2]
+
+
+def _probe_record(tmp_path, change=None, raw=None):
+    """A shipped trajectory written to tmp_path/probes.json, changed by ``change``."""
+    from kvattn.data import collapse_hunt
+
+    record = D.load_probes(collapse_hunt("base"))
+    path = tmp_path / "probes.json"
+    if raw is not None:
+        path.write_bytes(raw)
+    else:
+        if change is not None:
+            change(record)
+        path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda r: r.update(step=["a"] * len(r["step"])),
+            r"'step' must be a list of increasing ints >= 0, got step\[0\] = 'a'",
+        ),
+        (
+            lambda r: r["step"].__setitem__(2, 250),
+            r"'step' must be a list of increasing ints >= 0, got step\[2\] = 250",
+        ),
+        (lambda r: r.update(probe_blocks=-3), r"'probe_blocks' must be an int >= 2, got -3"),
+        (lambda r: r.update(probe_blocks=4.0), r"'probe_blocks' must be an int >= 2, got 4\.0"),
+        (
+            lambda r: r.update(G_order_mean=["x"] * len(r["step"])),
+            r"G_order_mean\[0\] must be a list of 2 numbers \(or null\), one per layer, got 'x'",
+        ),
+        (
+            lambda r: r["A_sigma_ratio"][3].__setitem__(1, True),
+            r"A_sigma_ratio\[3\] must be a list of 2 numbers \(or null\), one per layer, got "
+            r"\[0\.\d+, True\]",
+        ),
+        (
+            lambda r: r["G_spread"][0].append(0.5),
+            r"G_spread\[0\] must be a list of 2 numbers \(or null\), one per layer, got \[",
+        ),
+        (
+            lambda r: r["G_spread_heads"][1][0].pop(),
+            r"G_spread_heads\[1\] must be a list of 2 lists \(one per layer\) of 4 numbers \(or "
+            r"null\), one per head, got \[\[",
+        ),
+        (
+            lambda r: r["delta_loss"].__setitem__(4, "0.1"),
+            r"delta_loss\[4\] must be a number \(or null\), got '0\.1'",
+        ),
+        (
+            lambda r: r["loss"].__setitem__(0, math.inf),
+            r"loss\[0\] must be a number \(or null\), got inf",
+        ),
+    ],
+    ids=[
+        "step strings",
+        "step repeated",
+        "probe_blocks -3",
+        "probe_blocks float",
+        "layer entries strings",
+        "layer entry bool",
+        "layer entry too long",
+        "head row too short",
+        "model measure string",
+        "model measure inf",
+    ],
+)
+def test_load_probes_refuses_malformed_entries(tmp_path, change, message):
+    """Audit L03, L04, L05: a probes.json with step ['a', ...], G_order_mean ['x', ...] or
+    probe_blocks -3 loaded without a word (and failed later, in a figure or in collapsed)."""
+    path = _probe_record(tmp_path, change)
+    with pytest.raises(ValueError, match="^" + re.escape(str(path)) + ": " + message):
+        D.load_probes(tmp_path)
+
+
+def test_load_probes_accepts_null_values_and_every_shipped_trajectory(tmp_path):
+    """None (JSON null) stands for an undefined value: it loads; so do all the shipped files."""
+
+    def undefined(r):
+        r["A_sigma_ratio"][0] = [None, None]
+        r["A_sigma_ratio_heads"][0][1] = [None] * 4
+        r["share_of_g_effect"][2] = None
+
+    assert D.load_probes(_probe_record(tmp_path, undefined))["A_sigma_ratio"][0] == [None, None]
+    data = Path(__file__).resolve().parents[1] / "data"
+    shipped = sorted(data.glob("collapse_hunt/*.json")) + sorted(data.glob("trajectories/*.json"))
+    assert len(shipped) == 18
+    for path in shipped:
+        assert len(D.load_probes(path)["step"]) > 1, path
+
+
+def test_load_probes_names_the_file_that_is_not_text_and_refuses_a_path_that_is_not_one(
+    tmp_path,
+):
+    """Audit L06, L08: a binary probes.json raised UnicodeDecodeError without the file name;
+    load_probes(123) raised pathlib's TypeError."""
+    path = _probe_record(tmp_path, raw=b"\xff\xfe\x00garbage")
+    with pytest.raises(
+        ValueError, match="^" + re.escape(str(path)) + r" is not a UTF-8 text \(JSON\) file: "
+    ):
+        D.load_probes(tmp_path)
+    with pytest.raises(
+        TypeError,
+        match=r"^path must be a str or os\.PathLike \(a probes\.json file or the folder holding "
+        r"it\), got int$",
+    ):
+        D.load_probes(123)

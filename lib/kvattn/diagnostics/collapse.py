@@ -14,12 +14,13 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .._checks import check_finite, check_square
+from .._checks import check_finite, check_square, is_int, is_real
 from ..ablations import constant_g_from, generation_mode_logits
 from ..losses import lm_cross_entropy
 from ..pldr import PLDRLLM
@@ -461,11 +462,20 @@ def load_probes(path: str | Path) -> dict:
 
     Raises
     ------
+    TypeError
+        ``path`` is not a str or os.PathLike.
     FileNotFoundError
         No ``probes.json`` there.
     ValueError
-        Not a JSON object with a ``step`` list and the lists of every measure, one entry per step.
+        Not a UTF-8 JSON object with ``probe_blocks`` (an int ≥ 2), a ``step`` list of
+        increasing ints ≥ 0 and the list of every measure, one entry per step, each of the form
+        above with numbers (finite) or None, as many layers and heads at every step.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(
+            "path must be a str or os.PathLike (a probes.json file or the folder holding it), "
+            f"got {type(path).__name__}"
+        )
     path = Path(path)
     for candidate in (path, path / PROBES_FILE, path / "checkpoint" / PROBES_FILE):
         if candidate.is_file():
@@ -473,7 +483,9 @@ def load_probes(path: str | Path) -> dict:
     else:
         raise FileNotFoundError(f"no {PROBES_FILE} in {path} (was the run made with probe_every?)")
     try:
-        probes = json.loads(candidate.read_text())
+        probes = json.loads(candidate.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{candidate} is not a UTF-8 text (JSON) file: {err}") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"{candidate} is not valid JSON: {err}") from None
     if not isinstance(probes, dict) or not isinstance(probes.get("step"), list):
@@ -485,7 +497,82 @@ def load_probes(path: str | Path) -> dict:
     for name in expected - {"probe_blocks", "step"}:
         if not isinstance(probes[name], list) or len(probes[name]) != len(probes["step"]):
             raise ValueError(f"{candidate}: {name!r} must be a list with one entry per step")
+    _check_probe_entries(probes, candidate)
     return probes
+
+
+def _check_probe_entries(probes: dict, candidate: Path) -> None:
+    """Raise unless the entries of a trajectory have the types and shapes that
+    :meth:`CollapseMeasures.as_record` writes (a NaN as None): what the figures and
+    :func:`collapsed` read, checked here, where the file can be named."""
+    if not is_int(probes["probe_blocks"]) or probes["probe_blocks"] < 2:
+        raise ValueError(
+            f"{candidate}: 'probe_blocks' must be an int >= 2, got {probes['probe_blocks']!r}"
+        )
+    for i, step in enumerate(probes["step"]):
+        if not is_int(step) or step < 0 or (i and step <= probes["step"][i - 1]):
+            raise ValueError(
+                f"{candidate}: 'step' must be a list of increasing ints >= 0, got step[{i}] = "
+                f"{step!r}"
+            )
+    if not probes["step"]:
+        return
+
+    def numbers(values: object, n: int) -> bool:
+        return (
+            isinstance(values, list)
+            and len(values) == n
+            and all(v is None or is_real(v) for v in values)
+        )
+
+    # the numbers of layers and heads most entries have: a malformed entry is then the one named
+    rows = [e for n in COLLAPSE_LAYER_MEASURES for e in probes[n] if isinstance(e, list)]
+    layers = _most_common([len(e) for e in rows])
+    rows = [
+        r
+        for n in COLLAPSE_LAYER_MEASURES
+        for e in probes[f"{n}_heads"]
+        if isinstance(e, list)
+        for r in e
+        if isinstance(r, list)
+    ]
+    heads = _most_common([len(r) for r in rows])
+    for name in COLLAPSE_LAYER_MEASURES:
+        for i, entry in enumerate(probes[name]):
+            if not numbers(entry, layers):
+                raise ValueError(
+                    f"{candidate}: {name}[{i}] must be a list of {layers} numbers (or null), one "
+                    f"per layer, got {_short(entry)}"
+                )
+        for i, entry in enumerate(probes[f"{name}_heads"]):
+            if not (
+                isinstance(entry, list)
+                and len(entry) == layers
+                and all(numbers(row, heads) for row in entry)
+            ):
+                raise ValueError(
+                    f"{candidate}: {name}_heads[{i}] must be a list of {layers} lists (one per "
+                    f"layer) of {heads} numbers (or null), one per head, got {_short(entry)}"
+                )
+    for name in COLLAPSE_MODEL_MEASURES:
+        for i, value in enumerate(probes[name]):
+            if not (value is None or is_real(value)):
+                raise ValueError(
+                    f"{candidate}: {name}[{i}] must be a number (or null), got {_short(value)}"
+                )
+
+
+def _most_common(lengths: list[int]) -> int:
+    """The most frequent of ``lengths`` but 0 (1 when there is none): a model has a layer and a
+    head at least, and an empty list of layers would read as collapsed in :func:`collapsed`."""
+    lengths = [n for n in lengths if n > 0]
+    return max(set(lengths), key=lengths.count) if lengths else 1
+
+
+def _short(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: entries can be long lists."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def collapsed(probes: dict, at: int, below: float) -> bool:
