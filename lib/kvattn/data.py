@@ -303,14 +303,14 @@ class TokenData:
     def decode(self, ids: Tensor | list[int]) -> str:
         """Token ids back to text.
 
-        Raises ``ValueError`` for an id that is not an int in [0, :attr:`vocab_size`).
+        Raises ``ValueError`` for an id that is not an int in [0, ``vocab_size``).
         """
         return self.tokenizer.decode(self._checked(ids))
 
     def pieces(self, ids: Tensor | list[int]) -> list[str]:
         """Token ids to their SentencePiece pieces (``▁`` marks a leading space).
 
-        Raises ``ValueError`` for an id that is not an int in [0, :attr:`vocab_size`).
+        Raises ``ValueError`` for an id that is not an int in [0, ``vocab_size``).
         """
         return [self.tokenizer.id_to_piece(i) for i in self._checked(ids)]
 

@@ -68,10 +68,10 @@ CONTRASTS = {
 }
 #: Reference kinds beside the contrasts, no σ at all (a·b) and the plain key-value memory σ(x·k).
 REFERENCES = {"bilinear": ("bilinear", None), "key_value": ("key_value", "relu")}
-#: The Swish β a dose-response takes. Below 1e-4, sigmoid(βz) − ½ ≈ βz/4 is a few hundred float32
-#: rounding steps of ½ at |z| = 1, and none below about 1e-7: the layers of different β are (to
+#: The Swish β a dose-response takes. At β = 1e-4, sigmoid(βz) − ½ ≈ βz/4 is a few hundred float32
+#: rounding steps of ½ for z of order 1, and none below about 1e-7: layers of smaller β are (to
 #: float32) the same bilinear ½ a·b. Above 1e3, sigmoid(βz) is the step function to float32 for
-#: |z| > 0.02 (every β is ReGLU), and βz overflows float32 (NaN at z = 0) from about 3e38.
+#: ``|z| > 0.02`` (every β is ReGLU); βz overflows float32 (NaN at z = 0) from about 3e38.
 BETA_RANGE = (1e-4, 1e3)
 
 
