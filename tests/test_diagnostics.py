@@ -1112,6 +1112,8 @@ def test_complex_and_bool_tensors_are_refused_instead_of_cast():
         D.order_parameter(torch.tensor([1.0, 0.0]), torch.tensor([True, True]))
     with pytest.raises(TypeError, match=r"^A must be a real tensor .* got torch\.complex128$"):
         D.rank_audit(torch.randn(2, 3, 4, 4, dtype=torch.complex128) * 1j)
+    with pytest.raises(TypeError, match=r"^M must be a real tensor .* got torch\.complex64$"):
+        D.notears_h(torch.eye(3, dtype=torch.complex64) * 1j)
     with pytest.raises(TypeError, match=r"^x must be a real tensor .* got torch\.bool$"):
         D.cpu64(torch.ones(2, dtype=torch.bool))
     with pytest.raises(TypeError, match=r"^x1 must be a torch\.Tensor, got list$"):

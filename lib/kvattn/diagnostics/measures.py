@@ -131,6 +131,14 @@ def notears_h(M: Tensor) -> Tensor:
 
     Returns ``inf`` where the trace exceeds float64's range (its log is finite: see
     :func:`~kvattn.losses.log_trace_expm_squared`); a CPU tensor ``[...]`` for ``M`` on any device.
+
+    Raises
+    ------
+    TypeError
+        If M is not a real (floating-point or integer) tensor (a complex M would lose its
+        imaginary part).
+    ValueError
+        If M is not ``[..., d, d]`` or M∘M has a non-finite entry.
     """
     log_tr = log_trace_expm_squared(cpu64(M, "M"))
     return torch.exp(log_tr) - M.shape[-1]
