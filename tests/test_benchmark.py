@@ -10,14 +10,15 @@ import pytest
 import torch
 
 from kvattn import benchmark, figures
-from kvattn.benchmark import Ratio, flagged, interleaved
+from kvattn.benchmark import Ratio, cli, counting, flagged, interleaved, reporting, runs, timing
 from kvattn.config import PLDRConfig
+from kvattn.pldr import PLDRLLM
 
 CPU = torch.device("cpu")
 
 
 class FakeClock:
-    """The clock of :mod:`kvattn.benchmark`: a variant advances it by its own cost."""
+    """The clock of :mod:`kvattn.benchmark.timing`: a variant advances it by its own cost."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -39,7 +40,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(benchmark, "_clock", fake)
+    monkeypatch.setattr(timing, "_clock", fake)
     return fake
 
 
@@ -115,7 +116,7 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
             "constant_g/pldr": Ratio(4.146, 4.1, 4.2, 1),
         }
 
-    monkeypatch.setattr(benchmark, "interleaved", fake_interleaved)
+    monkeypatch.setattr(runs, "interleaved", fake_interleaved)
     r = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=1)
     assert r["metric_learner_share"].median == pytest.approx(-3.146)
     assert r["metric_learner_share"].flag.startswith("impossible: a share must lie in [0, 1]")
@@ -230,7 +231,7 @@ def test_generation_ratios_are_speeds_and_split_at_the_constant_g_ceiling(
             for name, (a, b) in ratios.items()
         }
 
-    monkeypatch.setattr(benchmark, "interleaved", scripted)
+    monkeypatch.setattr(runs, "interleaved", scripted)
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
     r = benchmark.bench_generate("tiny", cfg, CPU, prompt_len=4, new_tokens=2, budget_s=0.3)
     assert r["kvg_over_none"].median == pytest.approx(40.0 / seconds["pldr kv+g"])
@@ -294,12 +295,12 @@ def test_tensor_memory_sees_what_backward_allocates():
 
 def test_training_peak_memory_on_the_cpu_counts_the_metric_learner():
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
-    models = benchmark._models(cfg, CPU)
+    models = runs._models(cfg, CPU)
     ids = torch.randint(4, cfg.vocab_size, (2, 17))
     peak = {}
     for k, m in models.items():
-        step, opt = benchmark._train_step(m, ids, CPU, None, False)
-        peak[k] = benchmark._peak_memory(m, step, CPU, opt)
+        step, opt = runs._train_step(m, ids, CPU, None, False)
+        peak[k] = counting._peak_memory(m, step, CPU, opt)
     own = {k: m.num_parameters() * 4 / 2**20 for k, m in models.items()}
     assert all(peak[k] > own[k] for k in models)
     assert peak["pldr"] > peak["constant_g"]  # the metric learner's saved activations
@@ -309,13 +310,13 @@ def test_training_peak_memory_counts_what_a_steady_step_holds():
     # in a steady step weights, gradients and AdamW's two moments are alive at once: 4 floats
     # per weight at least, 2 more than without the optimiser's state
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
-    model = benchmark._models(cfg, CPU)["gpt"]
+    model = runs._models(cfg, CPU)["gpt"]
     weights = model.num_parameters() * 4 / 2**20
     ids = torch.randint(4, cfg.vocab_size, (2, 17))
-    step, opt = benchmark._train_step(model, ids, CPU, None, False, fused_adamw=True)
+    step, opt = runs._train_step(model, ids, CPU, None, False, fused_adamw=True)
     step()
-    steady = benchmark._peak_memory(model, step, CPU, opt)
-    without_moments = benchmark._peak_memory(model, step, CPU)
+    steady = counting._peak_memory(model, step, CPU, opt)
+    without_moments = counting._peak_memory(model, step, CPU)
     assert steady > 4 * weights
     assert steady - without_moments == pytest.approx(2 * weights, rel=0.01)
 
@@ -335,7 +336,7 @@ def test_matmul_rate_is_the_flops_of_one_product_over_its_fastest_time(monkeypat
     # the clock reads 0, 1 | 1, 3 | 3, 6 | ...: the k-th product takes k seconds (the first is
     # the warm-up), so the fastest timed one takes 2 s
     reads = iter([sum(range(k // 2 + 1)) + (k % 2) * (k // 2 + 1) for k in range(40)])
-    monkeypatch.setattr(benchmark, "_clock", lambda: float(next(reads)))
+    monkeypatch.setattr(timing, "_clock", lambda: float(next(reads)))
     assert benchmark.matmul_rate(CPU, n=8) == pytest.approx(2 * 8**3 / 2)
 
 
@@ -348,7 +349,7 @@ def test_report_says_whether_each_bar_is_met(monkeypatch):
     def fake_interleaved(variants, ratios, device, **kw):
         return {k: [1.0] for k in variants}, dict(measured)
 
-    monkeypatch.setattr(benchmark, "interleaved", fake_interleaved)
+    monkeypatch.setattr(runs, "interleaved", fake_interleaved)
     measured.update({"pldr/gpt": Ratio(1.0, 1, 1, 9), "constant_g/pldr": Ratio(1.0, 1, 1, 9)})
     r = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=1)
     bar = benchmark.BARS["train_over_flops"] * r["train_flops_pldr_over_gpt"]
@@ -390,13 +391,13 @@ def test_training_benchmark_can_step_with_the_fused_adamw(monkeypatch):
     names the kernel (the default is training's foreach)."""
     cfg = PLDRConfig(**{**benchmark.CONFIGS["tiny"], "num_hidden_layers": 1})
     built = []
-    original = benchmark.adamw
+    original = runs.adamw
 
     def recording_adamw(params, lr, **kw):
         built.append(original(params, lr, **kw))
         return built[-1]
 
-    monkeypatch.setattr(benchmark, "adamw", recording_adamw)
+    monkeypatch.setattr(runs, "adamw", recording_adamw)
     fused = benchmark.bench_train("tiny", cfg, CPU, batch=2, seq=8, budget_s=0.3, fused_adamw=True)
     assert len(built) == 3 and all(o.param_groups[0]["fused"] for o in built)
     assert fused["optimizer"] == "fused" and "AdamW fused;" in benchmark.report(fused)
@@ -438,9 +439,9 @@ def test_a_json_record_reads_back_and_reports_as_the_live_run(tmp_path):
 
 
 def test_a_model_faster_than_the_reference_product_is_flagged():
-    line = benchmark._rates("achieved", {"gpt": 2e9, "pldr": None}, {"gpt": 1.2, "pldr": None})
+    line = reporting._rates("achieved", {"gpt": 2e9, "pldr": None}, {"gpt": 1.2, "pldr": None})
     assert "gpt 2.0 (120%)" in line and "pldr -" in line and "⚠ impossible" in line
-    assert "⚠" not in benchmark._rates("achieved", {"gpt": 2e9}, {"gpt": 0.4})
+    assert "⚠" not in reporting._rates("achieved", {"gpt": 2e9}, {"gpt": 0.4})
 
 
 # Bad input is refused before any model is built or anything is timed (issue 28: a late check
@@ -458,7 +459,7 @@ def _fail(*args, **kwargs):
 def no_work(monkeypatch):
     """Every step that builds a model or measures something fails the test if it is reached."""
     for name in ("_models", "PLDRLLM", "GPT", "interleaved", "_step_counts"):
-        monkeypatch.setattr(benchmark, name, _fail)
+        monkeypatch.setattr(runs, name, _fail)
     monkeypatch.setattr(torch, "randn", _fail)
 
 
@@ -466,7 +467,7 @@ def no_work(monkeypatch):
 def no_measurement(monkeypatch, no_work):
     """The command line's measurements fail the test if one is started."""
     for name in ("bench_train", "bench_generate", "bench_density"):
-        monkeypatch.setattr(benchmark, name, _fail)
+        monkeypatch.setattr(cli, name, _fail)
 
 
 def _cfg(**changes) -> PLDRConfig:
@@ -541,16 +542,16 @@ def test_density_benchmark_refuses_bad_input_before_any_work(no_work, changes, e
 def test_generation_benchmark_refuses_bad_input_before_any_work(monkeypatch, changes, error, match):
     if changes.get("model") in ("small", "vocab"):
         field = {"small": {"max_position_embeddings": 10}, "vocab": {"vocab_size": 512}}
-        changes = {"model": benchmark.PLDRLLM(_cfg(**field[changes["model"]]))}
-    monkeypatch.setattr(benchmark, "_models", lambda *a: pytest.fail("models built"))
-    monkeypatch.setattr(benchmark, "interleaved", lambda *a, **k: pytest.fail("timed"))
+        changes = {"model": PLDRLLM(_cfg(**field[changes["model"]]))}
+    monkeypatch.setattr(runs, "_models", lambda *a: pytest.fail("models built"))
+    monkeypatch.setattr(runs, "interleaved", lambda *a, **k: pytest.fail("timed"))
     with pytest.raises(error, match=match):
         _call(benchmark.bench_generate, dict(prompt_len=8, new_tokens=4), changes)
 
 
 def test_generation_benchmark_refuses_a_model_on_another_device(monkeypatch):
-    model = benchmark.PLDRLLM(TINY).to("meta")
-    monkeypatch.setattr(benchmark, "_models", lambda *a: pytest.fail("models built"))
+    model = PLDRLLM(TINY).to("meta")
+    monkeypatch.setattr(runs, "_models", lambda *a: pytest.fail("models built"))
     with pytest.raises(ValueError, match="the model is on meta, not on cpu"):
         benchmark.bench_generate("tiny", TINY, CPU, model=model, budget_s=1.0)
 
@@ -638,8 +639,8 @@ def test_cli_overwrites_an_existing_json_record_only_when_asked(monkeypatch, tmp
         return bench
 
     for kind in ("bench_train", "bench_generate", "bench_density"):
-        monkeypatch.setattr(benchmark, kind, fake(kind))
-    monkeypatch.setattr(benchmark, "report", lambda r: "")
+        monkeypatch.setattr(cli, kind, fake(kind))
+    monkeypatch.setattr(cli, "report", lambda r: "")
     path = tmp_path / "run.json"
     path.write_text("an older record")
     argv = ["--configs", "tiny", "--seq", "4", "--budget", "1", "--device", "cpu"]

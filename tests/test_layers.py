@@ -61,13 +61,19 @@ SUBLAYERS = {
         **{f"ch{n:02d}": 1 for n in range(1, 12) if n != 10},
         "ch10": 2,  # reuses ch06's RoPE matrix
     },
+    "benchmark": {
+        "timing": 0,
+        "counting": 1,
+        "reporting": 1,
+        "runs": 2,
+        "cli": 3,
+        "__main__": 4,
+    },
 }
 
 MAX_LINES = 800
 # Modules still over MAX_LINES, each with the reason; any other module over it fails the test.
-TOO_LONG = {
-    "benchmark": "split by the next step of the refactor (three benchmarks, report, CLI)",
-}
+TOO_LONG: dict[str, str] = {}
 
 
 def _modules() -> dict[str, Path]:

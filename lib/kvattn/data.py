@@ -692,8 +692,8 @@ def experiment(name: str) -> Path:
 
 def benchmark_run(name: str) -> Path:
     """The JSON record ``data/benchmarks/<name>.json`` of a benchmark run the course ships (written
-    by ``python -m kvattn.benchmark --json``; read it with :func:`kvattn.benchmark.load_results`);
-    found like :func:`shipped`.
+    by ``python -m kvattn.benchmark --json``; read it with
+    :func:`kvattn.benchmark.reporting.load_results`); found like :func:`shipped`.
 
     Raises
     ------
