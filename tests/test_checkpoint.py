@@ -1253,3 +1253,13 @@ def test_config_json_alias_of_a_field_warns_on_loading(saved):
     with pytest.warns(ConfigKeyWarning, match=r"'rotary_emb_base' .*name for 'rope_theta'"):
         loaded = load_pretrained(directory)
     assert loaded.config.rope_theta == 10000.0
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", torch.device("cuda", 1), "cpu:0"])
+def test_a_device_this_machine_has_passes_the_check(tmp_path, monkeypatch, device):
+    """The device check lets every GPU that torch counts through (here two, faked): loading goes
+    on and fails only at the missing folder."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(FileNotFoundError, match="no checkpoint directory at"):
+        load_pretrained(tmp_path / "does-not-exist", device=device)
