@@ -56,6 +56,12 @@ SUBLAYERS = {
         **dict.fromkeys(("attention", "cost", "deductive", "generation", "interaction"), 1),
         **dict.fromkeys(("paired", "slot", "symmetry", "twirl"), 1),
     },
+    "reproduce": {
+        "files": 0,  # plans, checks, whole-file writes
+        **dict.fromkeys(("checkpoints", "contrast", "hunt", "corpora"), 1),
+        "cli": 2,
+        "__main__": 3,
+    },
     "exercises": {
         "_checker": 0,
         **{f"ch{n:02d}": 1 for n in range(1, 12) if n != 10},
