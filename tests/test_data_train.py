@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -561,6 +563,34 @@ def test_grad_clip_limits_the_update():
         ({"steps": 5, "lr": 0.1, "eps": math.nan}, "eps must be a positive finite number"),
         ({"steps": 5, "lr": 0.1, "grad_clip": math.inf}, "grad_clip must be null .* got inf"),
         ({"steps": 5, "lr": 0.1, "weight_decay": True}, "weight_decay must be a finite number"),
+        (
+            {"steps": 5, "lr": 0.1, "autocast_dtype": torch.int8},
+            "autocast_dtype must be None, torch.bfloat16 or torch.float16, got torch.int8",
+        ),
+        (
+            {"steps": 5, "lr": 0.1, "autocast_dtype": torch.float32},
+            "autocast_dtype must be None, torch.bfloat16 or torch.float16, got torch.float32",
+        ),
+        (
+            {"steps": 5, "lr": 0.1, "autocast_dtype": "bf16"},
+            "autocast_dtype must be None, torch.bfloat16 or torch.float16, got 'bf16'",
+        ),
+        ({"steps": 5, "lr": 0.1, "progress": "no"}, "progress must be True or False, got 'no'"),
+        ({"steps": 5, "lr": 0.1, "progress": 0}, "progress must be True or False, got 0"),
+        (
+            {"steps": 5, "lr": 0.1, "optimizer_state": {}},
+            "optimizer_state must be a dict from Optimizer.state_dict.*lacks 'state', "
+            "'param_groups'",
+        ),
+        (
+            {"steps": 5, "lr": 0.1, "optimizer_state": "state.json"},
+            "optimizer_state must be None or a dict from Optimizer.state_dict.*got str",
+        ),
+        (
+            {"steps": 5, "lr": 0.1, "optimizer_state": {"state": {}, "param_groups": []}},
+            "optimizer_state does not fit this model's adamw optimizer: loaded state dict has a "
+            "different number of parameter groups",
+        ),
     ],
 )
 def test_train_argument_errors(kwargs, message):
@@ -571,13 +601,13 @@ def test_train_argument_errors(kwargs, message):
     model = nn.Linear(2, 1)
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(ValueError, match=message):
-        train.train(model, lambda s: model(torch.ones(2)).sum(), progress=False, **kwargs)
+        train.train(model, lambda s: model(torch.ones(2)).sum(), **{"progress": False, **kwargs})
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
 
 
 def test_train_lm_seeds_is_paired_and_reproducible():
-    """Each seed seeds both the initialisation and the batches: a repeated seed repeats its curve
-    exactly, another seed differs; evaluations land every eval_every steps and at the end."""
+    """Each seed seeds both the initialisation and the batches: a seed run again repeats its
+    curve exactly, another seed differs; evaluations land every eval_every steps and at the end."""
     cfg = TinyLMConfig(vocab_size=30, d_model=8, n_layers=1, n_heads=2, block_size=6, n_slots=8)
     gen = torch.Generator().manual_seed(0)
     tokens = TokenData(
@@ -585,10 +615,11 @@ def test_train_lm_seeds_is_paired_and_reproducible():
         torch.randint(0, 30, (300,), generator=gen),
         torch.randint(0, 30, (60,), generator=gen),
     )
-    runs = train.train_lm_seeds(cfg, tokens, [0, 1, 0], steps=6, batch_size=4, eval_every=3)
-    assert runs.seeds == [0, 1, 0]
+    runs = train.train_lm_seeds(cfg, tokens, [0, 1], steps=6, batch_size=4, eval_every=3)
+    again = train.train_lm_seeds(cfg, tokens, [0], steps=6, batch_size=4, eval_every=3)
+    assert runs.seeds == [0, 1]
     assert runs.eval_steps == [2, 5]
-    assert runs.evals[0] == runs.evals[2]
+    assert again.evals[0] == runs.evals[0]
     assert runs.evals[0] != runs.evals[1]
     assert runs.final == [e[-1] for e in runs.evals]
     assert runs.n_params == sum(p.numel() for p in TinyLM(cfg).parameters())
@@ -610,6 +641,145 @@ def test_train_lm_seeds_argument_errors(kwargs, message):
         train.train_lm_seeds(
             cfg, TokenData(None, ids, ids), **{"seeds": [0], "steps": 2, **kwargs}, progress=False
         )
+
+
+def test_train_refuses_bad_hooks_and_objects_before_any_step():
+    """A model, loss_fn, hook or history of the wrong kind is refused before the first update
+    (a callback 'x' used to fail after it, with "'str' object is not callable"; model=None with
+    "'NoneType' object has no attribute 'parameters'")."""
+    model = nn.Linear(2, 1)
+    before = [p.detach().clone() for p in model.parameters()]
+
+    def run(**kwargs):
+        args = {"model": model, "loss_fn": lambda s: model(torch.ones(2)).sum(), **kwargs}
+        train.train(args.pop("model"), args.pop("loss_fn"), steps=3, lr=0.1, progress=False, **args)
+
+    cases = [
+        ({"model": None}, "model must be a torch.nn.Module, got NoneType"),
+        (
+            {"loss_fn": None},
+            r"loss_fn must be callable \(step -> scalar loss tensor\), got NoneType",
+        ),
+        ({"callback": "x"}, "callback must be None or callable, got str"),
+        ({"eval_fn": 1.0}, "eval_fn must be None or callable, got float"),
+        ({"on_checkpoint": "x", "checkpoint_every": 1}, "on_checkpoint must be None or callable"),
+        ({"history": "abc"}, "history must be None or a History, got str"),
+        ({"desc": 5}, "desc must be None or a str, got int"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(TypeError, match=message):
+            run(**kwargs)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+
+
+def test_evaluations_must_be_finite_numbers():
+    """eval_fn's result is a number or a one-element tensor; a string used to be parsed by
+    float() ('x' failed with "could not convert string to float"), and a NaN evaluation was
+    recorded as if it were a loss."""
+    model = nn.Linear(2, 1)
+
+    def run(eval_fn):
+        return train.train(
+            model,
+            lambda s: model(torch.ones(2)).sum(),
+            steps=4,
+            lr=0.01,
+            eval_fn=eval_fn,
+            eval_every=2,
+            progress=False,
+        )
+
+    assert run(lambda: torch.tensor([0.5])).evals == [0.5, 0.5]
+    assert run(lambda: 2).evals == [2.0, 2.0]
+    with pytest.raises(
+        TypeError, match=r"eval_fn must return a number .*got str \('x'\) at step 1"
+    ):
+        run(lambda: "x")
+    with pytest.raises(TypeError, match=r"eval_fn must return a number .*got str"):
+        run(lambda: "1.5")
+    with pytest.raises(TypeError, match=r"eval_fn must return a number .*got NoneType"):
+        run(lambda: None)
+    evals = iter([1.0, math.nan])
+    history = History()
+    with pytest.raises(FloatingPointError, match=r"non-finite evaluation \(nan\) at step 3"):
+        train.train(
+            model,
+            lambda s: model(torch.ones(2)).sum(),
+            steps=6,
+            lr=0.01,
+            eval_fn=lambda: next(evals),
+            eval_every=2,
+            history=history,
+            progress=False,
+        )
+    assert history.evals == [1.0] and history.eval_steps == [1]  # the NaN is not recorded
+    with pytest.raises(FloatingPointError, match=r"non-finite evaluation \(inf\) at step 1"):
+        run(lambda: math.inf)
+
+
+def _short_run_tokens(n_train: int = 60, n_val: int = 60) -> TokenData:
+    return TokenData(None, torch.arange(n_train) % 30, torch.arange(n_val) % 30)
+
+
+def test_train_lm_seeds_refuses_what_would_fail_after_training(monkeypatch):
+    """Every argument train_lm_seeds passes on is checked before the first seed trains: a
+    validation stream shorter than one window used to fail in lm_eval_loss after the first
+    seed's steps, a measure 'x' after the first seed, device='cuda' without CUDA with torch's
+    AssertionError, cfg=dict and data=None with AttributeErrors, and seeds [0, 0] trained the
+    same run twice."""
+    cfg = TinyLMConfig(vocab_size=30, d_model=8, n_layers=1, n_heads=2, block_size=6, n_slots=8)
+
+    def run(**kwargs):
+        args = {"data": _short_run_tokens(), "seeds": [0], "steps": 2, "progress": False}
+        return train.train_lm_seeds(**{"cfg": cfg, **args, **kwargs})
+
+    value_cases = [
+        ({"seeds": [0, 1, 0]}, r"seeds has duplicates \[0\], got \[0, 1, 0\]"),
+        (
+            {"data": _short_run_tokens(n_val=6)},
+            "data.val must be a 1-D id tensor of at least "
+            r"block_size \+ 1 = 7 ids \(one window\), got shape \(6,\)",
+        ),
+        ({"data": _short_run_tokens(n_train=6)}, "data.train must be .* 7 ids"),
+        ({"device": "meta"}, "device 'meta' is not available"),
+        ({"progress": "no"}, "progress must be True or False, got 'no'"),
+        ({"steps": "10"}, "steps must be an int >= 1, got '10'"),
+        ({"lr": 50.0}, "lr must be a positive finite number below 10, got 50.0"),
+    ]
+    if not torch.cuda.is_available():
+        value_cases.append(({"device": "cuda"}, "device 'cuda' is not available on this machine"))
+    type_cases = [
+        ({"cfg": {"vocab_size": 30}}, "cfg must be a TinyLMConfig, got dict"),
+        ({"data": None}, "data must be a TokenData, got NoneType"),
+        ({"measure": "x"}, "measure must be None or callable, got str"),
+        ({"desc": 3}, "desc must be None or a str, got int"),
+    ]
+    monkeypatch.setattr(train, "train", lambda *a, **k: pytest.fail("a seed trained"))
+    for error, cases in ((ValueError, value_cases), (TypeError, type_cases)):
+        for kwargs, message in cases:
+            with pytest.raises(error, match=message):
+                run(**kwargs)
+    monkeypatch.undo()
+    assert run(measure=lambda m: torch.tensor(0.25)).measured == [0.25]
+    assert math.isnan(run(measure=lambda m: math.nan).measured[0])  # the caller's to judge
+    with pytest.raises(
+        TypeError, match=r"measure must return a number .*got str \('x'\) for seed 0"
+    ):
+        run(measure=lambda m: "x")
+
+
+def test_python_dash_m_kvattn_train_is_no_command():
+    """Pre-training moved to kvattn.pretrain; the old command `python -m kvattn.train --config
+    FILE` used to exit 0 having done nothing. It exits 2 and names the new command."""
+    out = subprocess.run(
+        [sys.executable, "-m", "kvattn.train", "--config", "c.json"],
+        capture_output=True,
+        text=True,
+        timeout=600,  # a hang limit, not a speed check
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert "python -m kvattn.pretrain --config FILE" in out.stderr
+    assert "kvattn-train" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_default_autocast_is_bf16_only_on_cuda_devices_that_support_it(monkeypatch):

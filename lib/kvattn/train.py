@@ -12,6 +12,8 @@ loop in :mod:`kvattn.pretrain`.
 from __future__ import annotations
 
 import math
+import numbers
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ._checks import check_choice, check_int, is_real
+from ._checks import check_bool, check_choice, check_device, check_int, is_real
 from .data import (
     RecallTask,
     RegressionTask,
@@ -38,6 +40,10 @@ Tensor = torch.Tensor
 #: PLDR-LLM's logits already overflow after one step at 9). Every rate the course uses lies far
 #: below it: at most 3e-2 with AdamW (the collapse hunt) and 5e-2 with SGD (0.5 in a test).
 MAX_LR = 10.0
+
+#: The dtypes :func:`train` can autocast to (None: no autocast). torch itself only warns about
+#: another one (int8, float32) and trains in float32, so it is refused.
+AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 
 
 @dataclass
@@ -160,11 +166,11 @@ def train(
         Clip the gradient's global norm, or every gradient entry to ±``clip_value`` (the
         PLDR-LLM reference clips by value at 1.0).
     autocast_dtype:
-        Run ``loss_fn`` under ``torch.autocast`` with this dtype (e.g. ``torch.bfloat16`` on
-        CUDA).
+        Run ``loss_fn`` under ``torch.autocast`` with this dtype: ``None`` (off),
+        ``torch.bfloat16`` or ``torch.float16`` (:data:`AUTOCAST_DTYPES`).
     eval_fn, eval_every:
         If given, ``eval_fn()`` runs under ``torch.no_grad`` and in eval mode every ``eval_every``
-        steps and after the last one.
+        steps and after the last one; it returns a number (a float, or a one-element tensor).
     callback:
         ``callback(step, model)`` after each optimiser step (e.g. to record weights).
     checkpoint_every, on_checkpoint:
@@ -182,15 +188,21 @@ def train(
     ValueError
         Bad arguments (steps, lr, schedule, optimizer, warmup, ``log_every``, ``start_step``,
         ``eval_every`` or ``checkpoint_every`` not None or an int >= 1, a negative or non-numeric
-        clip, ``min_lr_ratio`` outside [0, 1], ``betas``, ``eps``, ``weight_decay``), before any
-        step; or ``loss_fn`` returned a tensor that is not 0-dim or does not require grad.
+        clip, ``min_lr_ratio`` outside [0, 1], ``betas``, ``eps``, ``weight_decay``,
+        ``autocast_dtype`` not in :data:`AUTOCAST_DTYPES`, ``progress`` not a bool,
+        ``optimizer_state`` without ``state`` and ``param_groups`` or not this optimizer's), before
+        any step; or ``loss_fn`` returned a tensor that is not 0-dim or does not require grad.
     TypeError
-        ``loss_fn`` returned something other than a tensor (e.g. a Python float). Its result is
-        checked at every step, before the step's update, so this fails at the first step.
+        Before any step: ``model`` is not an ``nn.Module``, ``loss_fn`` is not callable,
+        ``eval_fn``, ``callback`` or ``on_checkpoint`` is neither None nor callable, ``history`` is
+        neither None nor a :class:`History`, ``desc`` neither None nor a str. During the run:
+        ``loss_fn`` returned something other than a tensor (e.g. a Python float; its result is
+        checked at every step, before the step's update, so this fails at the first step), or
+        ``eval_fn`` returned something other than a number.
     FloatingPointError
-        The loss became NaN or infinite (the message names the step and the learning rate), or a
-        parameter did before a checkpoint (the message names it and the step). Nothing is
-        checkpointed at or after that step.
+        The loss became NaN or infinite (the message names the step and the learning rate), a
+        parameter did before a checkpoint (the message names it and the step), or ``eval_fn``
+        returned NaN or an infinity. Nothing is checkpointed at or after that step.
     """
     bad_steps = isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
     if bad_steps or not is_real(lr) or lr <= 0:
@@ -214,6 +226,10 @@ def train(
     check_int("start_step", start_step, low=0)
     if start_step > steps:
         raise ValueError(f"start_step must lie in [0, {steps}], got {start_step}")
+    _check_run_arguments(
+        model, loss_fn, eval_fn, callback, on_checkpoint, history, autocast_dtype, progress, desc
+    )
+    _check_optimizer_state(optimizer_state)
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer in ("adamw", "adamw_fused"):
         fused = optimizer == "adamw_fused"
@@ -225,7 +241,12 @@ def train(
     else:
         raise ValueError(f"optimizer must be 'adamw', 'adamw_fused' or 'sgd', got {optimizer!r}")
     if optimizer_state is not None:
-        opt.load_state_dict(optimizer_state)
+        try:
+            opt.load_state_dict(optimizer_state)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"optimizer_state does not fit this model's {optimizer} optimizer: {err}"
+            ) from err
         if optimizer != "sgd":  # a loaded state carries the kernel choice it was saved with
             for group in opt.param_groups:
                 group["foreach"], group["fused"] = not fused, fused
@@ -241,8 +262,9 @@ def train(
     def evaluate(step: int) -> None:
         model.eval()
         with torch.no_grad():
-            history.eval_steps.append(step)
-            history.evals.append(float(eval_fn()))
+            value = _evaluation(eval_fn(), step)
+        history.eval_steps.append(step)
+        history.evals.append(value)
         model.train()
 
     model.train()
@@ -302,6 +324,78 @@ def train(
         on_checkpoint(steps, opt, history)
     model.eval()
     return history
+
+
+def _check_run_arguments(
+    model: object,
+    loss_fn: object,
+    eval_fn: object,
+    callback: object,
+    on_checkpoint: object,
+    history: object,
+    autocast_dtype: object,
+    progress: object,
+    desc: object,
+) -> None:
+    """Refuse what :func:`train` would otherwise only trip over after steps had changed the
+    weights (a callback that is not callable fails after the first update, an ``eval_fn`` at the
+    first evaluation), or would silently get wrong: torch only warns about an autocast dtype it
+    cannot use and trains in float32, and any string is a true ``progress``."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(
+            f"loss_fn must be callable (step -> scalar loss tensor), got {type(loss_fn).__name__}"
+        )
+    hooks = {"eval_fn": eval_fn, "callback": callback, "on_checkpoint": on_checkpoint}
+    for name, fn in hooks.items():
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be None or callable, got {type(fn).__name__}")
+    if history is not None and not isinstance(history, History):
+        raise TypeError(f"history must be None or a History, got {type(history).__name__}")
+    if autocast_dtype is not None and not any(autocast_dtype is d for d in AUTOCAST_DTYPES):
+        raise ValueError(
+            f"autocast_dtype must be None, torch.bfloat16 or torch.float16, got {autocast_dtype!r}"
+        )
+    check_bool("progress", progress)
+    if desc is not None and not isinstance(desc, str):
+        raise TypeError(f"desc must be None or a str, got {type(desc).__name__}")
+
+
+def _check_optimizer_state(state: object) -> None:
+    """A resumed optimizer state is a dict as ``Optimizer.state_dict()`` returns it; without its
+    two keys torch fails with a bare ``KeyError: 'param_groups'``."""
+    if state is None:
+        return
+    if not isinstance(state, dict):
+        raise ValueError(
+            f"optimizer_state must be None or a dict from Optimizer.state_dict(), got "
+            f"{type(state).__name__}"
+        )
+    missing = [key for key in ("state", "param_groups") if key not in state]
+    if missing:
+        raise ValueError(
+            f"optimizer_state must be a dict from Optimizer.state_dict(), with 'state' and "
+            f"'param_groups'; it lacks {', '.join(repr(k) for k in missing)}"
+        )
+
+
+def _evaluation(value: object, step: int) -> float:
+    """``eval_fn``'s result as a float: a number or a one-element tensor; float() would also
+    take the string '1.5', and a NaN evaluation would be recorded as if it were a loss."""
+    if isinstance(value, Tensor) and value.numel() == 1:
+        value = value.item()
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(
+            f"eval_fn must return a number (or a one-element tensor), got "
+            f"{type(value).__name__} ({value!r}) at step {step}"
+        )
+    if not math.isfinite(value):
+        raise FloatingPointError(
+            f"eval_fn returned a non-finite evaluation ({value}) at step {step}; lower the "
+            "learning rate or clip the gradients"
+        )
+    return float(value)
 
 
 def _check_loss(loss: object, step: int) -> None:
@@ -466,15 +560,48 @@ def train_lm_seeds(
     Raises
     ------
     ValueError
-        No seeds, a seed that is not an int >= 0, ``batch_size`` or ``eval_every`` not an int >= 1,
-        or a bad ``steps``/``lr`` (see :func:`train`), before any training.
+        Before any training: no seeds, a seed that is not an int >= 0, a seed named twice (it
+        would train the same run again), ``batch_size`` or ``eval_every`` not an int >= 1, a bad
+        ``steps`` or ``lr`` (see :func:`train`), a device this machine lacks (or ``"meta"``),
+        ``progress`` not a bool, or ``data.train``/``data.val`` shorter than one window of
+        ``cfg.block_size + 1`` ids.
+    TypeError
+        Before any training: ``cfg`` is not a :class:`~kvattn.lm.TinyLMConfig`, ``data`` not a
+        :class:`~kvattn.data.TokenData`, ``measure`` neither None nor callable, ``desc``
+        neither None nor a str. After a seed's training: ``measure`` returned something other
+        than a number.
     """
+    if not isinstance(cfg, TinyLMConfig):
+        raise TypeError(f"cfg must be a TinyLMConfig, got {type(cfg).__name__}")
+    if not isinstance(data, TokenData):
+        raise TypeError(f"data must be a TokenData, got {type(data).__name__}")
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     for seed in seeds:
         check_int("every seed", seed, low=0)
+    repeated = sorted({seed for seed in seeds if list(seeds).count(seed) > 1})
+    if repeated:
+        raise ValueError(f"seeds has duplicates {repeated}, got {list(seeds)}")
+    check_int("steps", steps, low=1)
+    _check_lr(lr)
     check_int("batch_size", batch_size, low=1)
     check_int("eval_every", eval_every, low=1)
+    check_device("device", device)
+    check_bool("progress", progress)
+    if desc is not None and not isinstance(desc, str):
+        raise TypeError(f"desc must be None or a str, got {type(desc).__name__}")
+    if measure is not None and not callable(measure):
+        raise TypeError(f"measure must be None or callable, got {type(measure).__name__}")
+    # train() draws windows of block_size + 1 ids from data.train and evaluates on them in
+    # data.val: a shorter stream would fail after the first seed's training steps.
+    window = cfg.block_size + 1
+    for name, ids in (("data.train", data.train), ("data.val", data.val)):
+        if not isinstance(ids, Tensor) or ids.ndim != 1 or len(ids) < window:
+            got = f"shape {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(
+                f"{name} must be a 1-D id tensor of at least block_size + 1 = {window} ids "
+                f"(one window), got {got}"
+            )
     runs: list[list[float]] = []
     eval_steps: list[int] = []
     measured: list[float] = []
@@ -500,9 +627,29 @@ def train_lm_seeds(
         runs.append(h.evals)
         eval_steps = h.eval_steps
         if measure is not None:
-            measured.append(float(measure(model.eval())))
+            measured.append(_measured(measure(model.eval()), seed))
     n_params = sum(p.numel() for p in model.parameters())
     return SeedRuns(list(seeds), eval_steps, runs, n_params, measured)
+
+
+def _measured(value: object, seed: int) -> float:
+    """``measure``'s result as a float: a number or a one-element tensor (not a string that
+    float() would parse). NaN is kept: what a measure means by it is the caller's to judge."""
+    if isinstance(value, Tensor) and value.numel() == 1:
+        value = value.item()
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(
+            f"measure must return a number (or a one-element tensor), got "
+            f"{type(value).__name__} ({value!r}) for seed {seed}"
+        )
+    return float(value)
+
+
+def _check_lr(lr: object) -> None:
+    """A peak learning rate in (0, :data:`MAX_LR`): a typo (1e39, a rate in percent) would
+    otherwise overflow inside AdamW."""
+    if not is_real(lr) or not 0 < lr < MAX_LR:
+        raise ValueError(f"lr must be a positive finite number below {MAX_LR:g}, got {lr!r}")
 
 
 def check_optimiser(
@@ -519,8 +666,7 @@ def check_optimiser(
     """The optimiser settings :func:`train` and :class:`~kvattn.pretrain.PretrainConfig` share,
     checked before any work: a negative clip or ratio would not fail, it would blow the loss up, and
     a rate of :data:`MAX_LR` or more would overflow inside AdamW."""
-    if not is_real(lr) or not 0 < lr < MAX_LR:
-        raise ValueError(f"lr must be a positive finite number below {MAX_LR:g}, got {lr!r}")
+    _check_lr(lr)
     if not is_real(min_lr_ratio) or not 0 <= min_lr_ratio <= 1:
         raise ValueError(f"min_lr_ratio must be a number in [0, 1], got {min_lr_ratio!r}")
     if (
@@ -536,3 +682,16 @@ def check_optimiser(
     for name, value in (("clip_value", clip_value), (clip_norm_name, clip_norm)):
         if value is not None and (not is_real(value) or value <= 0):
             raise ValueError(f"{name} must be null (off) or a positive number, got {value!r}")
+
+
+if __name__ == "__main__":
+    # This module was the pre-training command until pre-training moved to kvattn.pretrain; an
+    # old `python -m kvattn.train --config FILE` must not exit 0 having trained nothing. (It
+    # cannot hand over: train sits below pretrain and never imports it.)
+    print(
+        "python -m kvattn.train: error: kvattn.train is a library module, not a command; "
+        "pre-training moved to: python -m kvattn.pretrain --config FILE (or kvattn-train "
+        "--config FILE)",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
