@@ -24,10 +24,16 @@ from ._checks import check_finite, check_square
 Tensor = torch.Tensor
 
 
-def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
+def lm_cross_entropy(
+    logits: Tensor, targets: Tensor, pad_id: int = 0, *, check_targets: bool = True
+) -> Tensor:
     """Mean next-token cross-entropy over non-pad targets (the reference's masked loss), in
     float32: ``logits [B, S, V]``, ``targets [B, S]`` int32 or int64 ids (the models take both;
     the loss needs int64), ``pad_id`` the id left out of the mean.
+
+    ``check_targets=False`` skips the one check that reads the targets' values (that some target
+    is not ``pad_id``), which costs a host synchronisation on a GPU: a training step whose batch
+    is cut from a packed token stream always has targets, and a nan loss would stop it anyway.
 
     Raises
     ------
@@ -36,8 +42,7 @@ def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor
         (float ids would be truncated), or ``pad_id`` not an int (a bool included).
     ValueError
         The shapes are not ``[B, S, V]`` and ``[B, S]`` with B, S, V ≥ 1, or every target is
-        ``pad_id`` (the mean would be over no target: nan); reading that costs one host
-        synchronisation on a GPU.
+        ``pad_id`` (the mean would be over no target: nan), unless ``check_targets`` is False.
     """
     if not isinstance(logits, Tensor) or not logits.is_floating_point():
         got = logits.dtype if isinstance(logits, Tensor) else type(logits).__name__
@@ -53,7 +58,7 @@ def lm_cross_entropy(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor
             "logits must have shape [B, S, V] and targets [B, S] (B, S, V >= 1), got logits "
             f"{tuple(logits.shape)} and targets {tuple(targets.shape)}"
         )
-    if not bool((targets != pad_id).any()):
+    if check_targets and not bool((targets != pad_id).any()):
         raise ValueError(f"every target is pad_id = {pad_id}: no loss to average")
     return F.cross_entropy(
         logits.flatten(0, 1).float(), targets.flatten().long(), ignore_index=pad_id

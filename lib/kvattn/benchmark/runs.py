@@ -140,7 +140,8 @@ def _train_step(
 
     def step() -> None:
         with torch.autocast(**_autocast(device, autocast)):
-            loss = lm_cross_entropy(forward(ids[:, :-1]).logits, ids[:, 1:])
+            # as pre-training computes it: no host synchronisation to read the targets
+            loss = lm_cross_entropy(forward(ids[:, :-1]).logits, ids[:, 1:], check_targets=False)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
