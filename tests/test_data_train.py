@@ -715,6 +715,20 @@ def test_evaluations_must_be_finite_numbers():
     assert history.evals == [1.0] and history.eval_steps == [1]  # the NaN is not recorded
     with pytest.raises(FloatingPointError, match=r"non-finite evaluation \(inf\) at step 1"):
         run(lambda: math.inf)
+    # NaN weights (a NaN gradient of a finite loss) are the likelier cause, and named
+    poisoned = nn.Linear(2, 1)
+    with pytest.raises(FloatingPointError, match=r"non-finite parameter weight after 2 steps"):
+        train.train(
+            poisoned,
+            lambda s: poisoned(torch.ones(2)).sum() + torch.sqrt(0.0 * poisoned.weight.sum()),
+            steps=4,
+            lr=0.01,
+            optimizer="sgd",
+            eval_fn=lambda: float(poisoned(torch.ones(2)).sum()),
+            eval_every=2,
+            log_every=10,  # the loss is checked at the last step only
+            progress=False,
+        )
 
 
 def _short_run_tokens(n_train: int = 60, n_val: int = 60) -> TokenData:

@@ -262,7 +262,7 @@ def train(
     def evaluate(step: int) -> None:
         model.eval()
         with torch.no_grad():
-            value = _evaluation(eval_fn(), step)
+            value = _evaluation(eval_fn(), step, model)
         history.eval_steps.append(step)
         history.evals.append(value)
         model.train()
@@ -380,9 +380,10 @@ def _check_optimizer_state(state: object) -> None:
         )
 
 
-def _evaluation(value: object, step: int) -> float:
+def _evaluation(value: object, step: int, model: nn.Module) -> float:
     """``eval_fn``'s result as a float: a number or a one-element tensor; float() would also
-    take the string '1.5', and a NaN evaluation would be recorded as if it were a loss."""
+    take the string '1.5', and a NaN evaluation would be recorded as if it were a loss. A
+    non-finite one names the first non-finite parameter if there is one (the likelier cause)."""
     if isinstance(value, Tensor) and value.numel() == 1:
         value = value.item()
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
@@ -391,6 +392,7 @@ def _evaluation(value: object, step: int) -> float:
             f"{type(value).__name__} ({value!r}) at step {step}"
         )
     if not math.isfinite(value):
+        _check_parameters(model, step + 1)
         raise FloatingPointError(
             f"eval_fn returned a non-finite evaluation ({value}) at step {step}; lower the "
             "learning rate or clip the gradients"
