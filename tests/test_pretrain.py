@@ -149,8 +149,10 @@ def test_a_model_with_non_finite_logits_is_never_checkpointed(tmp_path):
 
 
 def test_dag_regulariser_enters_the_loss(tmp_path):
-    plain = pretrain(config(tmp_path / "a", steps=1), progress=False)
-    with_dag = pretrain(config(tmp_path / "b", steps=1, dag=(0.5, 0.0, 0.0)), progress=False)
+    plain = pretrain(config(tmp_path / "a", steps=1, warmup=1), progress=False)
+    with_dag = pretrain(
+        config(tmp_path / "b", steps=1, warmup=1, dag=(0.5, 0.0, 0.0)), progress=False
+    )
     assert with_dag.history.loss[0] > plain.history.loss[0]
 
 
@@ -261,7 +263,7 @@ def _free_port() -> int:
 def test_a_ddp_rendezvous_nobody_joins_fails_naming_the_environment(tmp_path):
     """WORLD_SIZE=2 RANK=0 in a single process used to wait forever for its peer; it now gives up
     after KVATTN_DDP_TIMEOUT_S (here 1 s) and says which variables turned DDP on, before any
-    work."""
+    work, in one line without a traceback (a RendezvousError, which the command reports)."""
     port = _free_port()
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({**TINY, "out_dir": str(tmp_path / "run"), "device": "cpu"}))
@@ -281,9 +283,9 @@ def test_a_ddp_rendezvous_nobody_joins_fails_naming_the_environment(tmp_path):
         timeout=600,  # a hang limit, not a speed check
         env=env,
     )
-    assert out.returncode == 1
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     error = out.stderr.strip().splitlines()[-1]
-    assert error.startswith("RuntimeError: the DDP rendezvous failed: "), out.stderr[-3000:]
+    assert error.startswith("python -m kvattn.pretrain: error: the DDP rendezvous failed: ")
     assert (
         "(the processes wait for each other at most 1 s; the environment variable "
         "KVATTN_DDP_TIMEOUT_S sets it). DDP is on because the environment sets WORLD_SIZE "
@@ -314,6 +316,11 @@ def test_a_ddp_rendezvous_nobody_joins_fails_naming_the_environment(tmp_path):
             "cpu",
             "KVATTN_DDP_TIMEOUT_S must be a finite number > 0, got 'inf'",
         ),
+        (  # timedelta overflowed: "OverflowError: Python int too large to convert to C int"
+            {"WORLD_SIZE": "2", "KVATTN_DDP_TIMEOUT_S": "1e300"},
+            "cpu",
+            "KVATTN_DDP_TIMEOUT_S must be at most 1e+07, got '1e300'",
+        ),
     ],
 )
 def test_ddp_set_up_errors_name_the_variables_that_turned_it_on(
@@ -342,6 +349,57 @@ def test_ddp_set_up_errors_name_the_variables_that_turned_it_on(
     assert f". DDP is on because the environment sets WORLD_SIZE ({values}); " in str(err.value)
     assert not torch.distributed.is_initialized()
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"WORLD_SIZE": "1", "RANK": "3"},
+        {"RANK": "1"},
+        {"WORLD_SIZE": "1", "LOCAL_RANK": "2"},
+    ],
+)
+def test_a_rank_without_a_ddp_world_is_refused(tmp_path, monkeypatch, capsys, env):
+    """WORLD_SIZE=1 with RANK=3 used to train as a single rank-0 process: several processes
+    started that way would all write the same out_dir. It is refused before any work, naming
+    the variables, and the command says so in one line."""
+    for name in (*DDP_VARIABLES, "KVATTN_DDP_TIMEOUT_S"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    values = ", ".join(
+        f"{name}={env[name]!r}" if name in env else f"{name} unset" for name in DDP_VARIABLES
+    )
+    expected = (
+        f"the environment gives this process a rank ({values}) but no DDP world: without "
+        "WORLD_SIZE > 1 a run is one process of rank 0, and processes started like this would "
+        "each train alone and write the same out_dir; launch with torchrun, which sets "
+        "WORLD_SIZE, or unset RANK and LOCAL_RANK"
+    )
+    with pytest.raises(ValueError) as err:
+        pretrain(config(tmp_path), progress=False)
+    assert str(err.value) == expected
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**TINY, "out_dir": str(tmp_path / "run")}))
+    with pytest.raises(SystemExit) as exit_info:
+        T.main(["--config", str(path)])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err == f"python -m kvattn.pretrain: error: {expected}\n"
+    assert not (tmp_path / "run").exists()
+
+
+def test_one_process_needs_no_ddp_variables_and_rank_0_is_fine(monkeypatch):
+    for name in DDP_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert DIST.setup_distributed("cpu", 3) == (0, 1, torch.device("cpu"), False)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert DIST.setup_distributed("cpu", 3) == (0, 1, torch.device("cpu"), False)
+    monkeypatch.setenv("RANK", "x")
+    with pytest.raises(ValueError, match="environment variable RANK must be an int >= 0, got 'x'"):
+        DIST.setup_distributed("cpu", 3)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -390,6 +448,26 @@ def test_bf16_autocast_on_cuda(tmp_path):
             {"architecture": "gpt", "probe_every": 2},
             "probe_every needs architecture 'pldrllm': a 'gpt' model has no G_LM",
         ),
+        # each of these used to pass, then fail after the tokenizer was trained and out_dir made
+        # (device meta: "unsupported scalarType"; a missing corpus file), or be silently ignored
+        # (dag on a GPT) or never reach its peak rate (warm-up longer than the run)
+        ({"device": "meta"}, r"device 'meta' cannot train a model \('meta' tensors hold no"),
+        ({"device": "xla"}, r"device 'xla' cannot train a model \(not supported here\)"),
+        (
+            {"corpus": "no/such/corpus.txt"},
+            r"corpus must be 'pydoc', 'stdlib', 'hf:NAME\[:SPLIT\[:COLUMN\]\]' or the path of a "
+            r"text file, got 'no/such/corpus.txt': no file at /.*no/such/corpus\.txt",
+        ),
+        (
+            {"architecture": "gpt", "dag": [0, 0, 0.1]},
+            r"dag needs architecture 'pldrllm': a 'gpt' model has no A_LM, A_P or G_LM to "
+            r"regularise, so dag=\[0, 0, 0.1\] would be ignored; set dag to \[0, 0, 0\]",
+        ),
+        (
+            {"warmup": 7},
+            "warmup must be at most steps, got warmup=7, steps=6: the learning rate would never "
+            "reach its peak 0.001; shorten the warm-up",
+        ),
     ],
 )
 def test_bad_config_fields_are_refused_before_any_work(tmp_path, monkeypatch, changes, match):
@@ -414,6 +492,21 @@ def test_config_file_errors_name_the_file(tmp_path):
     path.write_text(json.dumps({**TINY, "stpes": 5}))
     with pytest.raises(ValueError, match=r"'stpes' \(did you mean 'steps'\?\)"):
         PretrainConfig.from_file(path)
+    # a folder used to raise IsADirectoryError; bytes that are not UTF-8 a message without the
+    # file's name
+    with pytest.raises(ValueError, match=f"^{tmp_path} is not a file: expected a JSON file"):
+        PretrainConfig.from_file(tmp_path)
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(
+        ValueError, match=r"c\.json is not UTF-8 text: byte 0xff at offset 0 \(invalid start byte"
+    ):
+        PretrainConfig.from_file(path)
+    with pytest.raises(FileNotFoundError, match=r"^no config file at .*nothere\.json$"):
+        PretrainConfig.from_file(tmp_path / "nothere.json")
+    for gpt_without_dag in ({"architecture": "gpt"}, {"architecture": "gpt", "dag": [0, 0, 0]}):
+        assert PretrainConfig(**{**TINY, **gpt_without_dag}).dag == (0, 0, 0)
+    assert PretrainConfig(**{**TINY, "warmup": 6}).warmup == 6  # the peak at the last step
+    assert PretrainConfig(**{**TINY, "device": "cpu:1"}).device == "cpu:1"
 
 
 def test_command_line_reports_a_bad_config_without_a_traceback(tmp_path, capsys):
@@ -471,11 +564,21 @@ def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path, monk
 
 
 def test_command_line_overwrite_flag(tmp_path, capsys):
+    """An existing run is refused with one line, exit status 1 and no traceback (it used to be a
+    FileExistsError traceback), and replaced with --overwrite."""
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({**TINY, "steps": 2, "out_dir": str(tmp_path / "run")}))
     assert T.main(["--config", str(cfg_file)]) == 0
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
         T.main(["--config", str(cfg_file), "--steps", "3"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "Traceback" not in err
+    assert err.endswith(
+        "already holds a run; resume it (--resume), replace it (--overwrite, "
+        "or overwrite: true in the config) or choose another out_dir\n"
+    )
+    assert err.startswith("python -m kvattn.pretrain: error: ")
     assert T.main(["--config", str(cfg_file), "--steps", "3", "--overwrite"]) == 0
     state = json.loads((tmp_path / "run" / "checkpoint" / "trainer_state.json").read_text())
     assert state["step"] == 3 and state["config"]["overwrite"] is True
@@ -626,11 +729,19 @@ def test_each_process_picks_its_own_device(requested, local_rank, world, cuda, e
     assert DIST.select_device(requested, local_rank, world, cuda) == torch.device(expected)
 
 
-def test_device_choices_that_cannot_work_are_refused():
+def test_device_choices_that_cannot_work_are_refused(monkeypatch):
     with pytest.raises(ValueError, match="CUDA is not available"):
         DIST.select_device("cuda", 0, 1, False)
     with pytest.raises(ValueError, match="names one GPU for all 2 processes"):
         DIST.select_device("cuda:0", 1, 2, True)
+    # 'meta' used to be taken as given, and the run failed after the tokenizer was trained
+    with pytest.raises(ValueError, match=r"device 'meta' cannot train a model \('meta' tensors"):
+        DIST.select_device("meta", 0, 1, True)
+    with pytest.raises(ValueError, match=r"device must be 'auto' or a torch device .* got 'gpu'"):
+        DIST.select_device("gpu", 0, 1, True)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device 'mps' was requested but MPS is not available"):
+        DIST.select_device("mps", 0, 1, False)
 
 
 def test_compiled_training_follows_the_plain_run_and_saves_a_plain_checkpoint(tmp_path, caplog):
@@ -732,9 +843,29 @@ def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
     assert D.load_probes(tmp_path / "b" / "run") == D.load_probes(tmp_path / "a" / "run")
 
 
-def test_probes_need_enough_validation_blocks_and_a_readable_file(tmp_path):
-    with pytest.raises(ValueError, match="probe_blocks=100000 needs 200000 validation blocks"):
+def test_probes_need_enough_validation_blocks_and_a_readable_file(tmp_path, monkeypatch):
+    """Probes the validation text cannot hold are refused before the tokenizer is trained when
+    a bound on the token count decides it, else by the exact count after it; either way before
+    out_dir is made (it used to be made first, and the refusal to come only after the
+    tokenizer)."""
+    original = T.tokenize
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    with pytest.raises(
+        ValueError, match=r"probe_blocks=100000 needs 200000 validation blocks .* gives at most"
+    ):
         pretrain(config(tmp_path, probe_every=2, probe_blocks=100_000), progress=False)
+    monkeypatch.setattr(T, "tokenize", original)
+    cfg = config(tmp_path, probe_every=2)
+    text = T.load_text(cfg.corpus)
+    data = original(text, vocab_size=cfg.vocab_size, val_every=cfg.val_every)
+    n_val = len(T.blocks(data.val, cfg.block_size))
+    T._check_probe_room(text, T.replace(cfg, probe_blocks=n_val // 2))  # the bound is no tighter
+    T._check_probe_room(text, T.replace(cfg, probe_blocks=n_val // 2 + 1))  # undecided by it
+    with pytest.raises(
+        ValueError, match=rf"needs {2 * (n_val // 2 + 1)} .* the corpus gives {n_val}:"
+    ):
+        pretrain(T.replace(cfg, probe_blocks=n_val // 2 + 1), progress=False)
+    assert not (tmp_path / "run").exists()
     with pytest.raises(FileNotFoundError, match=r"no probes\.json"):
         D.load_probes(tmp_path)
     (tmp_path / "probes.json").write_text(json.dumps({"step": [0], "G_order_mean": [[1.0]]}))
@@ -748,3 +879,127 @@ def test_a_vocabulary_too_small_for_the_tokenizer_is_refused_before_any_work(tmp
     with pytest.raises(ValueError, match=r"vocab_size must be an int >= 300, got 299"):
         config(tmp_path, vocab_size=299)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_probe_bound_never_undercounts_the_tokens():
+    """_check_probe_room refuses only what no tokenizer could tokenize into enough blocks: on
+    text full of characters NFKC lengthens (ﷺ becomes 18 letters), whitespace, control
+    characters, and the whole Basic Multilingual Plane, the bound is never below the true count
+    of a small tokenizer (byte fallback everywhere)."""
+    from kvattn.data import encode_documents, train_tokenizer
+
+    text = T.load_text("pydoc", max_chars=120_000)
+    tokenizer = train_tokenizer(text, 400)
+    chars = [chr(i) for i in range(1, 0x10000) if not 0xD800 <= i < 0xE000]
+    docs = ["".join(chars[i : i + 2000]) for i in range(0, len(chars), 2000)]
+    docs += [
+        "\ufdfa" * 50,
+        "\u3000 \t\r x\x0b" * 20,
+        "\x00\x01\x7f" * 9,
+        "\ufb03" * 30,
+        text[:5000],
+    ]
+    for doc in docs:
+        cfg = T.replace(config(Path("/unused")), block_size=1, val_every=2, probe_every=1)
+        ids = len(encode_documents(tokenizer, [doc]))
+        assert ids >= 8  # room for probe_blocks = 2: four blocks of two ids
+        # one held-out document: cfg sees ["x", doc] and holds out the second
+        T._check_probe_room("x\n\n" + doc, T.replace(cfg, probe_blocks=ids // 4))
+        with pytest.raises(ValueError, match="gives at most"):
+            T._check_probe_room("x\n\n" + doc, T.replace(cfg, probe_blocks=10 * ids))
+
+
+# ---------------------------------------------------------------------------------------------
+# A resume finds a damaged checkpoint or a changed corpus before any work
+
+
+def _tokenizer_must_not_train(monkeypatch) -> None:
+    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+
+
+def test_a_damaged_checkpoint_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """A corrupt trainer_state.json used to give a bare JSONDecodeError traceback, one without
+    'config' a KeyError, a corrupt optimizer.safetensors a raw SafetensorError after the
+    tokenizer was retrained. Each is refused before any work, naming the file; the command says
+    so in one line."""
+    pretrain(config(tmp_path, steps=3), progress=False)
+    ckpt = tmp_path / "run" / "checkpoint"
+    saved = {p.name: p.read_bytes() for p in ckpt.iterdir()}
+    state = json.loads(saved["trainer_state.json"])
+    _tokenizer_must_not_train(monkeypatch)
+    damages = [
+        ("trainer_state.json", b"{not json", "its trainer_state.json is damaged: not valid JSON"),
+        ("trainer_state.json", b"[1, 2]", "its trainer_state.json is damaged: it holds no JSON"),
+        (
+            "trainer_state.json",
+            json.dumps({"step": 2}).encode(),
+            "its trainer_state.json is damaged or was not written by kvattn.pretrain: no "
+            "'param_groups'; no 'scalars'; no 'history'; no 'config'",
+        ),
+        (
+            "trainer_state.json",
+            json.dumps({**state, "step": "3"}).encode(),
+            "not written by kvattn.pretrain: 'step' is a str",
+        ),
+        (
+            "trainer_state.json",
+            json.dumps({**state, "history": {"lost": []}}).encode(),
+            r"not written by kvattn.pretrain: step 3, history keys \['lost'\]",
+        ),
+        (
+            "optimizer.safetensors",
+            b"garbage",
+            "optimizer.safetensors is truncated or corrupted: Error while deserializing header",
+        ),
+        (
+            "optimizer.safetensors",
+            saved["optimizer.safetensors"][:-8],
+            "optimizer.safetensors is truncated or corrupted",
+        ),
+        ("model.safetensors", b"", "model.safetensors is truncated or corrupted"),
+        ("tokenizer.model", None, "it lacks tokenizer.model; the checkpoint is incomplete"),
+    ]
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({**TINY, "steps": 6, "out_dir": str(tmp_path / "run")}))
+    for name, damaged, message in damages:
+        if damaged is None:
+            (ckpt / name).unlink()
+        else:
+            (ckpt / name).write_bytes(damaged)
+        with pytest.raises(ValueError, match=message):
+            pretrain(config(tmp_path), resume=True, progress=False)
+        with pytest.raises(SystemExit) as exit_info:
+            T.main(["--config", str(cfg_file), "--resume"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 1 and "Traceback" not in err and str(ckpt) in err
+        (ckpt / name).write_bytes(saved[name])
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == saved
+
+
+def test_a_resume_on_a_changed_corpus_is_refused_before_the_tokenizer(tmp_path, monkeypatch):
+    """A corpus file changed under a run used to be found after the tokenizer was trained again,
+    and blamed on "another sentencepiece version?". The checkpoint records the text's SHA-256,
+    and a resume compares it first; a checkpoint made before the record falls back on the
+    tokenizer, whose message now names the corpus."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(T.load_text("pydoc", max_chars=150_000))
+    cfg = config(tmp_path, corpus=str(corpus), steps=3)
+    pretrain(cfg, progress=False)
+    ckpt = tmp_path / "run" / "checkpoint"
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert state["corpus_sha256"] == T.hashlib.sha256(corpus.read_bytes()).hexdigest()
+    corpus.write_text(corpus.read_text().replace("the", "teh"))
+    original = T.tokenize
+    _tokenizer_must_not_train(monkeypatch)
+    with pytest.raises(
+        ValueError,
+        match=rf"the corpus '{corpus}' is not the text the run was trained on \(its SHA-256",
+    ):
+        pretrain(T.replace(cfg, steps=6), resume=True, progress=False)
+    del state["corpus_sha256"]
+    (ckpt / "trainer_state.json").write_text(json.dumps(state))
+    monkeypatch.setattr(T, "tokenize", original)
+    with pytest.raises(
+        ValueError, match=r"differs from the checkpoint's tokenizer.model: the corpus"
+    ):
+        pretrain(T.replace(cfg, steps=6), resume=True, progress=False)

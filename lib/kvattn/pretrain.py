@@ -11,15 +11,20 @@ collapse-measure trajectories (:mod:`kvattn.diagnostics.collapse`) and exact res
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field, fields
+import unicodedata
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from ._checks import check_choice, check_int, is_real
 from .checkpoint import (
@@ -30,9 +35,9 @@ from .checkpoint import (
     write_pretrained,
 )
 from .config import PLDRConfig, reject_unknown_keys
-from .data import MIN_VOCAB_SIZE, blocks, load_text, tokenize
+from .data import CORPORA, MIN_VOCAB_SIZE, blocks, load_text, split_documents, tokenize
 from .diagnostics import PROBES_FILE, collapse_measures, load_probes, new_probes
-from .distributed import setup_distributed
+from .distributed import RendezvousError, parse_device, setup_distributed
 from .losses import dag_penalty, lm_cross_entropy
 from .pldr import GPT, PLDRLLM
 from .train import (
@@ -74,7 +79,10 @@ class PretrainConfig:
     ------
     ValueError
         At construction, before any work: a field of the wrong type or out of range, or an
-        unknown or invalid key in ``model`` (naming the field, the value and what is allowed).
+        unknown or invalid key in ``model`` (naming the field, the value and what is allowed);
+        a ``corpus`` path with no file; a ``device`` that cannot train (``"meta"``); a ``dag``
+        coefficient above 0 for a GPT (it has no A_LM, A_P or G_LM to regularise); a ``warmup``
+        longer than ``steps`` (the rate would never reach its peak).
     """
 
     model: dict = field(
@@ -201,14 +209,26 @@ class PretrainConfig:
             or not all(is_real(c) and c >= 0 for c in self.dag)
         ):
             raise ValueError(f"dag must be three non-negative coefficients, got {self.dag!r}")
-        if self.device != "auto":
-            try:
-                torch.device(self.device)
-            except RuntimeError:
-                raise ValueError(
-                    f"device must be 'auto' or a torch device such as 'cpu' or 'cuda', got "
-                    f"{self.device!r}"
-                ) from None
+        if self.warmup > self.steps:
+            raise ValueError(
+                f"warmup must be at most steps, got warmup={self.warmup}, steps={self.steps}: the "
+                f"learning rate would never reach its peak {self.lr:g}; shorten the warm-up"
+            )
+        if self.architecture == "gpt" and any(c > 0 for c in self.dag):
+            raise ValueError(
+                f"dag needs architecture 'pldrllm': a 'gpt' model has no A_LM, A_P or G_LM to "
+                f"regularise, so dag={list(self.dag)} would be ignored; set dag to [0, 0, 0]"
+            )
+        # the device type only: what this machine has is asked when the run starts
+        parse_device(self.device)
+        # a path corpus is read only once the run has started (the shipped names and the hub's
+        # datasets are load_text's to check)
+        named = self.corpus in CORPORA or self.corpus.startswith("hf:")
+        if not named and not Path(self.corpus).is_file():
+            raise ValueError(
+                f"corpus must be 'pydoc', 'stdlib', 'hf:NAME[:SPLIT[:COLUMN]]' or the path of a "
+                f"text file, got {self.corpus!r}: no file at {Path(self.corpus).absolute()}"
+            )
         if not isinstance(self.model, dict):
             raise ValueError(f"model must be a dict of PLDRConfig fields, got {self.model!r}")
         if "vocab_size" in self.model:
@@ -236,13 +256,27 @@ class PretrainConfig:
 
         Raises
         ------
+        FileNotFoundError
+            No file at ``path``.
         ValueError
-            Not valid JSON, not an object, unknown keys (with the closest field names), or a
-            field that fails validation.
+            ``path`` is a folder or cannot be read, not UTF-8 text, not valid JSON, not an
+            object, unknown keys (with the closest field names), or a field that fails
+            validation; the message names the file.
         """
-
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no config file at {path}")
+        if not path.is_file():
+            raise ValueError(f"{path} is not a file: expected a JSON file of PretrainConfig fields")
         try:
-            raw = json.loads(Path(path).read_text())
+            raw = json.loads(path.read_bytes().decode("utf-8"))
+        except OSError as err:
+            raise ValueError(f"cannot read the config {path}: {err}") from None
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path} is not UTF-8 text: byte {err.object[err.start]:#04x} at offset "
+                f"{err.start} ({err.reason})"
+            ) from None
         except json.JSONDecodeError as err:
             raise ValueError(f"{path} is not valid JSON: {err}") from None
         if not isinstance(raw, dict):
@@ -289,9 +323,15 @@ class PretrainResult:
 
 
 def _save_training_state(
-    directory: Path, step: int, opt: torch.optim.Optimizer, history: History, cfg: PretrainConfig
+    directory: Path,
+    step: int,
+    opt: torch.optim.Optimizer,
+    history: History,
+    cfg: PretrainConfig,
+    corpus_sha256: str,
 ) -> None:
-    """Optimizer state as safetensors (tensors) + JSON (everything else); no pickle."""
+    """Optimizer state as safetensors (tensors) + JSON (everything else); no pickle. The
+    corpus's SHA-256 lets a resume tell a changed text before it trains a tokenizer on it."""
     state = opt.state_dict()
     tensors, scalars = {}, {}
     for idx, per_param in state["state"].items():
@@ -307,8 +347,48 @@ def _save_training_state(
         "scalars": scalars,
         "history": asdict(history),
         "config": cfg.to_dict(),
+        "corpus_sha256": corpus_sha256,
     }
     (directory / "trainer_state.json").write_text(json.dumps(meta, indent=1))
+
+
+#: What trainer_state.json holds (besides ``corpus_sha256``, absent from runs made before it).
+_STATE_KEYS = {"step": int, "param_groups": list, "scalars": dict, "history": dict, "config": dict}
+_HISTORY_FIELDS = tuple(f.name for f in fields(History))
+
+
+def _read_training_state(directory: Path) -> dict:
+    """trainer_state.json of the checkpoint in ``directory``, with the keys and types
+    :func:`_save_training_state` writes; a damaged file used to surface as a bare
+    ``JSONDecodeError`` or ``KeyError: 'config'`` that named neither the file nor the fix."""
+    damaged = f"cannot resume the run in {directory}: its trainer_state.json"
+    try:
+        state = json.loads((directory / "trainer_state.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{damaged} is damaged: not valid JSON ({err})") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{damaged} is damaged: it holds no JSON object")
+    problems = [
+        f"no {key!r}" if key not in state else f"{key!r} is a {type(state[key]).__name__}"
+        for key, kind in _STATE_KEYS.items()
+        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool)
+    ]
+    if not problems and (state["step"] < 0 or set(state["history"]) - set(_HISTORY_FIELDS)):
+        problems = [f"step {state['step']}, history keys {sorted(state['history'])}"]
+    if problems:
+        raise ValueError(
+            f"{damaged} is damaged or was not written by kvattn.pretrain: {'; '.join(problems)}"
+        )
+    return state
+
+
+def _check_tensor_file(path: Path) -> None:
+    """``path`` is a complete safetensors file (its header read and checked, no tensor loaded)."""
+    try:
+        with safe_open(path, framework="pt"):
+            pass
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{path} is truncated or corrupted: {err}") from None
 
 
 def _load_training_state(directory: Path) -> tuple[int, dict, History]:
@@ -317,7 +397,8 @@ def _load_training_state(directory: Path) -> tuple[int, dict, History]:
     Every tensor is loaded on the CPU: ``Optimizer.load_state_dict`` moves the moment estimates
     to their parameters' device but keeps the scalar ``step`` counters where they are, and PyTorch
     expects them on the CPU (on a GPU, every step would wait for one host sync per parameter)."""
-    meta = json.loads((directory / "trainer_state.json").read_text())
+    meta = _read_training_state(directory)
+    _check_tensor_file(directory / "optimizer.safetensors")
     tensors = load_file(directory / "optimizer.safetensors", device="cpu")
     state: dict = {}
     for key, value in tensors.items():
@@ -333,16 +414,29 @@ def _load_training_state(directory: Path) -> tuple[int, dict, History]:
     )
 
 
+#: The files a checkpoint to resume must hold, beside trainer_state.json.
+_RESUME_FILES = ("config.json", "model.safetensors", "optimizer.safetensors", "tokenizer.model")
+
+
 def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
-    """Refuse to resume from a checkpoint whose run differs from ``cfg`` in anything but
-    :data:`RESUMABLE_CHANGES`, listing every differing field."""
+    """Refuse to resume from a checkpoint that is incomplete or damaged (naming the file), or
+    whose run differs from ``cfg`` in anything but :data:`RESUMABLE_CHANGES`, listing every
+    differing field; all before the tokenizer is trained."""
     state_file = ckpt / "trainer_state.json"
     if not state_file.exists():
         raise FileNotFoundError(
             f"resume: there is no checkpoint to resume in {ckpt} (no trainer_state.json); "
             "run without resume to start a new run"
         )
-    state = json.loads(state_file.read_text())
+    state = _read_training_state(ckpt)
+    missing = [name for name in _RESUME_FILES if not (ckpt / name).is_file()]
+    if missing:
+        raise ValueError(
+            f"cannot resume the run in {ckpt}: it lacks {', '.join(missing)}; the checkpoint is "
+            "incomplete"
+        )
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        _check_tensor_file(ckpt / name)
     if state["step"] > cfg.steps:
         raise ValueError(
             f"cannot resume the run in {ckpt}: it has done {state['step']} steps, more than "
@@ -369,18 +463,31 @@ def _check_resume(ckpt: Path, cfg: PretrainConfig) -> None:
             )
 
 
+def _check_writable(out_dir: Path) -> None:
+    """``out_dir``, or the folder it will be made in, takes files. Nothing is created: out_dir is
+    made only once the data are ready, so a run refused on its data leaves no folder behind."""
+    parent = out_dir
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    problem = None
+    if parent == out_dir:  # it exists: write a file, the surest test
+        try:
+            (probe := out_dir / f".kvattn-write-test-{os.getpid()}").write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            problem = str(err)
+    elif not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        problem = f"{str(parent)!r}, where it would be made, is not a folder that takes files"
+    if problem:
+        raise ValueError(f"out_dir {str(out_dir)!r} is not a writable folder: {problem}")
+
+
 def _prepare_out_dir(out_dir: Path, ckpt: Path, cfg: PretrainConfig, resume: bool) -> None:
     """Repair an interrupted checkpoint replace, refuse to clobber or to resume nothing, and check
-    that ``out_dir`` is writable, all before the tokenizer is trained."""
+    that ``out_dir`` is writable, all before the tokenizer is trained (creating nothing)."""
     if resume and cfg.overwrite:
         raise ValueError("resume and overwrite exclude each other: continue the run or replace it")
-    probe = out_dir / f".kvattn-write-test-{os.getpid()}"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"out_dir {str(out_dir)!r} is not a writable folder: {err}") from None
+    _check_writable(out_dir)
     recover_directory(ckpt)
     if resume:
         _check_resume(ckpt, cfg)
@@ -424,20 +531,20 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
     Raises
     ------
     FileExistsError, FileNotFoundError, ValueError
-        As above (an existing run, no checkpoint to resume, a mismatched resume, an unwritable
-        out_dir), before the tokenizer is trained.
+        As above (an existing run, no checkpoint to resume, a mismatched resume, a damaged or
+        incomplete checkpoint, an unwritable out_dir), before the tokenizer is trained; a corpus
+        other than the checkpoint's (its SHA-256), before too; probes the validation text cannot
+        hold, before the tokenizer when a bound decides it, else after. out_dir is made only then.
     ValueError
         DDP is on but the environment is incomplete or invalid, the device does not suit it, or
-        ``batch_size`` is not divisible by the number of processes; before the process group
-        starts. The message lists the variables that turned DDP on.
-    RuntimeError
+        ``batch_size`` is not divisible by the number of processes; or ``RANK``/``LOCAL_RANK``
+        is not 0 without DDP; before the process group starts. The message lists the variables.
+    ~kvattn.distributed.RendezvousError
         The DDP rendezvous failed, e.g. the other processes did not join within the hang limit;
         the message lists the same variables.
     FloatingPointError
-        Non-finite loss, parameters or logits (the message names the step).
+        Non-finite loss, evaluation, parameters or logits (the message names the step).
     """
-    import torch.distributed as dist
-
     rank, world, device, started = setup_distributed(cfg.device, cfg.batch_size)
     try:
         out_dir = Path(cfg.out_dir)
@@ -451,30 +558,59 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
             dist.destroy_process_group()
 
 
+def _probe_shortage(cfg: PretrainConfig, gives: str) -> str:
+    return (
+        f"probe_blocks={cfg.probe_blocks} needs {2 * cfg.probe_blocks} validation blocks (probes, "
+        f"then as many to score the substitution); the corpus {gives}: lower probe_blocks or "
+        "block_size, or use more text"
+    )
+
+
+def _check_probe_room(text: str, cfg: PretrainConfig) -> None:
+    """Refuse, before the tokenizer is trained, probes the validation text cannot hold whatever
+    the tokenizer: a piece covers at least one byte of the NFKC-normalised text (whitespace
+    becomes the 3-byte "▁"), and each document gains a "▁" and an [END]. What this bound cannot
+    decide is refused after tokenizing, by the exact count."""
+    _, val_docs = split_documents(text, cfg.val_every)
+    most_ids = 0
+    for doc in val_docs:
+        normal = unicodedata.normalize("NFKC", doc)
+        wide = sum(1 for c in normal if c.isspace() or not c.isascii() or not c.isprintable())
+        most_ids += (len(normal) - wide) + 4 * wide + 4 + 1
+    most_blocks = most_ids // (cfg.block_size + 1)
+    if most_blocks < 2 * cfg.probe_blocks:
+        raise ValueError(_probe_shortage(cfg, f"gives at most {most_blocks}"))
+
+
 def _pretrain(
     cfg: PretrainConfig, resume: bool, progress: bool, rank: int, world: int, device: torch.device
 ) -> PretrainResult:
-    from torch.nn.parallel import DistributedDataParallel
-
     out_dir = Path(cfg.out_dir)
     ckpt = out_dir / "checkpoint"
     text = load_text(cfg.corpus, max_chars=cfg.corpus_chars)
+    corpus_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    saved_sha256 = _read_training_state(ckpt).get("corpus_sha256") if resume else None
+    if saved_sha256 is not None and saved_sha256 != corpus_sha256:
+        raise ValueError(
+            f"cannot resume the run in {ckpt}: the corpus {cfg.corpus!r} is not the text the run "
+            "was trained on (its SHA-256 differs from the one in trainer_state.json); resume "
+            "with the same text, or start a new run"
+        )
+    if cfg.probe_every is not None:
+        _check_probe_room(text, cfg)
     data = tokenize(text, vocab_size=cfg.vocab_size, val_every=cfg.val_every)
     tokenizer_bytes = data.tokenizer.serialized_model_proto()
     if resume and (ckpt / "tokenizer.model").read_bytes() != tokenizer_bytes:
         raise ValueError(
             f"cannot resume the run in {ckpt}: the tokenizer trained now from the same config "
-            "differs from the checkpoint's tokenizer.model (another sentencepiece version?)"
+            "differs from the checkpoint's tokenizer.model: the corpus text changed since the "
+            "run started, or this sentencepiece version trains another tokenizer"
         )
     train_blocks = blocks(data.train, cfg.block_size)
     all_val_blocks = blocks(data.val, cfg.block_size)
     val_blocks = all_val_blocks[: cfg.eval_blocks]
     if cfg.probe_every is not None and len(all_val_blocks) < 2 * cfg.probe_blocks:
-        raise ValueError(
-            f"probe_blocks={cfg.probe_blocks} needs {2 * cfg.probe_blocks} validation blocks "
-            f"(probes, then as many to score the substitution); the corpus gives "
-            f"{len(all_val_blocks)}: lower probe_blocks or block_size, or use more text"
-        )
+        raise ValueError(_probe_shortage(cfg, f"gives {len(all_val_blocks)}"))
     model_cfg = PLDRConfig.from_dict(cfg.model_fields(data.vocab_size), strict=True)
     cls = PLDRLLM if cfg.architecture == "pldrllm" else GPT
     start_step, opt_state, history, probes = 0, None, None, None
@@ -508,8 +644,6 @@ def _pretrain(
         if world > 1:
             # Report the mean over all processes (what a single process would see) while each
             # process back-propagates its own part; DDP averages the gradients.
-            import torch.distributed as dist
-
             total = loss.detach().clone()
             dist.all_reduce(total)
             loss = loss + (total / world - loss.detach())
@@ -561,15 +695,15 @@ def _pretrain(
             shutil.rmtree(staging, ignore_errors=True)
             write_pretrained(model, staging)
             (staging / "tokenizer.model").write_bytes(tokenizer_bytes)
-            _save_training_state(staging, step, opt, hist, cfg)
+            _save_training_state(staging, step, opt, hist, cfg, corpus_sha256)
             if probes is not None:
                 (staging / PROBES_FILE).write_text(json.dumps(probes, allow_nan=False))
             replace_directory(ckpt)
         if world > 1:
-            import torch.distributed as dist
-
             dist.barrier()
 
+    if rank == 0:  # made only now that the data are ready (its parent was checked writable)
+        out_dir.mkdir(parents=True, exist_ok=True)
     autocast = default_autocast(device) if cfg.bf16 else None
     history = train(
         net,
@@ -615,9 +749,8 @@ def config_help() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m kvattn.pretrain --config FILE [--resume | --overwrite] [--steps N] [--out-dir
-    DIR]``; ``--help`` lists the config fields."""
-    import dataclasses
-
+    DIR]``; ``--help`` lists the config fields. A bad config and every refusal of :func:`pretrain`
+    exit 1 with one line that says why, not a traceback; a usage error exits 2."""
     parser = argparse.ArgumentParser(
         prog="python -m kvattn.pretrain",
         description=(pretrain.__doc__ or "").split("\n\n")[0],
@@ -641,10 +774,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = PretrainConfig.from_file(args.config)
         # replace() re-runs the validation on the overridden values
-        cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+        cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     except (ValueError, TypeError, FileNotFoundError) as err:  # a bad config: say why, no traceback
         parser.exit(1, f"{parser.prog}: error: {err}\n")
-    result = pretrain(cfg, resume=args.resume)
+    try:
+        result = pretrain(cfg, resume=args.resume)
+    except (FileExistsError, FileNotFoundError, ValueError, RendezvousError) as err:
+        # pretrain's refusals carry their reason; a traceback would only bury it
+        parser.exit(1, f"{parser.prog}: error: {err}\n")
     if int(os.environ.get("RANK", "0")) == 0:
         final = result.history.evals[-1] if result.history.evals else float("nan")
         print(
