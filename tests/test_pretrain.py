@@ -148,6 +148,20 @@ def test_a_model_with_non_finite_logits_is_never_checkpointed(tmp_path):
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoint"]
 
 
+def test_training_steps_skip_the_loss_target_check_that_syncs(tmp_path, monkeypatch):
+    """lm_cross_entropy's all-pad check reads the targets (a host sync per call on a GPU): the
+    training steps skip it, since packed blocks always have targets; evaluations keep it."""
+    original, calls = T.lm_cross_entropy, []
+
+    def recording(*args, **kwargs):
+        calls.append(kwargs.get("check_targets", True))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(T, "lm_cross_entropy", recording)
+    pretrain(config(tmp_path, steps=3, eval_every=3, eval_blocks=2), progress=False)
+    assert calls == [False, False, False, True, True]  # 3 steps, then 2 validation blocks
+
+
 def test_dag_regulariser_enters_the_loss(tmp_path):
     plain = pretrain(config(tmp_path / "a", steps=1, warmup=1), progress=False)
     with_dag = pretrain(
