@@ -731,6 +731,18 @@ def test_evaluations_must_be_finite_numbers():
         )
 
 
+def test_lm_eval_loss_needs_one_window_and_says_so():
+    """One window of block_size + 1 ids suffices; the message used to ask for more than that."""
+    cfg = TinyLMConfig(vocab_size=30, d_model=8, n_layers=1, n_heads=2, block_size=6, n_slots=8)
+    model = TinyLM(cfg)
+    ids = torch.arange(7) % 30
+    assert math.isfinite(train.lm_eval_loss(model, ids))
+    with pytest.raises(
+        ValueError, match=r"^need more than 6 ids to evaluate \(one window of block_size \+ 1 = 7\)"
+    ):
+        train.lm_eval_loss(model, ids[:6])
+
+
 def _short_run_tokens(n_train: int = 60, n_val: int = 60) -> TokenData:
     return TokenData(None, torch.arange(n_train) % 30, torch.arange(n_val) % 30)
 

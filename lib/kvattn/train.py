@@ -502,7 +502,10 @@ def lm_eval_loss(model: TinyLM, ids: Tensor, batch_size: int = 32, max_windows: 
     T = model.cfg.block_size
     n = min(max_windows, (len(ids) - 1) // T)
     if n < 1:
-        raise ValueError(f"need more than {T + 1} ids to evaluate, got {len(ids)}")
+        raise ValueError(
+            f"need more than {T} ids to evaluate (one window of block_size + 1 = {T + 1}), got "
+            f"{len(ids)}"
+        )
     device = next(model.parameters()).device
     windows = ids[: n * T + 1]
     x = windows[:-1].view(n, T)
