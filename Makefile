@@ -27,11 +27,12 @@ NBVAL_ENV  := OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 PYTEST_NB  := -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
               --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: help venv static book test lint format unit nbval book-fast html-check browser clean jb-flags
+.PHONY: help venv static book test test-fast lint format unit nbval book-fast html-check browser clean jb-flags
 
 help:
 	@echo "make book   - build the course into _build/html (creates .venv on first use)"
 	@echo "make test   - everything CI runs: lint, unit tests, nbval, fast book build, HTML and browser checks"
+	@echo "make test-fast - the library tests without the slow and integration ones (about a minute)"
 	@echo "make lint   - ruff check, ruff format --check and zizmor on the CI workflow"
 	@echo "make format - ruff format and fix"
 	@echo "make clean  - remove _build (keeps .venv)"
@@ -63,8 +64,14 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# Every library test; the 15 slowest are reported (a measurement, never a margin).
 unit: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m "not built and not browser" -n 2 tests
+	$(PY) -m pytest -p no:cacheprovider -m "not built and not browser" -n 2 --durations=15 tests
+
+# The fast tier a contributor runs while working (about a minute on 2 cores): the library tests
+# without the slow and integration ones. `make test` (CI) runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -m "not built and not browser and not slow and not integration" -n 2 -q tests
 
 # nbval runs copies of the notebooks whose checked cells carry the outputs recorded in
 # tests/expected_outputs.json (the committed notebooks have no outputs to compare against).

@@ -340,6 +340,7 @@ def test_matmul_rate_is_the_flops_of_one_product_over_its_fastest_time(monkeypat
     assert benchmark.matmul_rate(CPU, n=8) == pytest.approx(2 * 8**3 / 2)
 
 
+@pytest.mark.slow
 def test_report_says_whether_each_bar_is_met(monkeypatch):
     """The bars are checked on the medians: a time ratio just above 1.1 × the FLOP ratio fails,
     just below passes; a share just above FLOP share + 10 points fails."""

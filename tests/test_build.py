@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Jupyter Book builds of fixture books: the integration tier (`make test-fast` leaves it out)
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 

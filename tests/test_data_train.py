@@ -794,6 +794,7 @@ def test_train_lm_seeds_refuses_what_would_fail_after_training(monkeypatch):
         run(measure=lambda m: "x")
 
 
+@pytest.mark.slow
 def test_python_dash_m_kvattn_train_is_no_command():
     """Pre-training moved to kvattn.pretrain; the old command `python -m kvattn.train --config
     FILE` used to exit 0 having done nothing. It exits 2 and names the new command."""

@@ -394,6 +394,7 @@ def _code_cells(name: str) -> list[tuple[int, str]]:
     return cells
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "chapter",
     [

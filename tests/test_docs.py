@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+# A Sphinx build of the API reference: the integration tier (`make test-fast` leaves it out)
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
 

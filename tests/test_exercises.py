@@ -145,6 +145,7 @@ def test_changes_inside_nested_inputs_are_found():
     assert first_change(torch.zeros(2), torch.zeros(2, dtype=torch.int64), "x") == "x"
 
 
+@pytest.mark.slow
 def test_a_function_that_never_returns_is_stopped():
     """Bounded by the short limit itself (0.5 s against a 600 s sleep); no duration asserted."""
 
@@ -188,6 +189,7 @@ def test_the_time_limit_keeps_an_outer_alarm():
 HANG_LIMIT_S = 300
 
 
+@pytest.mark.slow
 def test_the_time_limit_holds_outside_the_main_thread():
     """A SIGALRM limit could only be set from the main thread: elsewhere there was none, and a
     function that never returned blocked check for good."""
@@ -247,6 +249,7 @@ os._exit(0)  # no interpreter shutdown: an abandoned thread may be inside torch
 """
 
 
+@pytest.mark.slow
 def test_a_bare_except_cannot_swallow_the_time_limit():
     """The limit raised one exception inside the call: a bare except in a loop swallowed it, and
     check never returned."""

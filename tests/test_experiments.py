@@ -15,6 +15,7 @@ from kvattn.experiments import paired_contrast
 from kvattn.stats import minimum_detectable_effect
 
 
+@pytest.mark.slow
 def test_minimum_detectable_effect_has_the_stated_power():
     """Simulate the design: with true effect = MDE and the given sd, a paired t-test at level
     0.05 rejects in about 80 % of experiments (power), and in about 5 % with no effect."""
@@ -157,6 +158,7 @@ def test_each_kind_can_have_a_grid_of_its_own(small_text):
         )
 
 
+@pytest.mark.slow
 def test_workers_give_the_same_results_as_one_process(small_text):
     """Every run is seeded, so training kinds in two processes changes nothing."""
     from kvattn.data import tokenize

@@ -53,6 +53,7 @@ def nbval_xml(tmp_path_factory) -> Path:
     return xml
 
 
+@pytest.mark.slow
 def test_nbval_outcomes_are_told_apart(nbval_xml):
     result = gpu_check.notebook_result(nbval_xml)
     assert len(result["outputs_differ"]) == 1 and "Cell 1" in result["outputs_differ"][0]
@@ -207,6 +208,7 @@ def test_a_check_split_into_runs_records_every_step(tmp_path, monkeypatch):
             gpu_check.main(["--steps", "benchmark", "--add"])
 
 
+@pytest.mark.slow
 def test_a_command_past_its_hang_limit_is_killed_with_what_it_started(tmp_path):
     """A hung chapter's kernel or a hung test run's workers must not outlive it, holding the GPU
     through the next steps: run() kills the whole process group it started."""

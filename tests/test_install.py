@@ -21,6 +21,9 @@ from kvattn.data import SHIPPED_FILES, recipe, shipped
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A pip install of the package into a folder: the integration tier (`make test-fast` leaves it out)
+pytestmark = pytest.mark.integration
+
 # Run by the installed copy, from a folder outside the repository.
 PROBE = """
 import hashlib, json, sys

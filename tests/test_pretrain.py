@@ -99,6 +99,7 @@ def _interrupt_after_the_step_3_checkpoint(run: Path, monkeypatch) -> None:
     monkeypatch.setattr(T, "lm_cross_entropy", original)
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_run(tmp_path, monkeypatch):
     """Interrupt after the step-3 checkpoint, resume, and get the same loss curve bit for bit."""
     full = pretrain(config(tmp_path / "a"), progress=False)
@@ -128,6 +129,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
     load_pretrained(ckpt)  # the kept checkpoint is complete
 
 
+@pytest.mark.slow
 def test_a_model_with_non_finite_logits_is_never_checkpointed(tmp_path):
     """At lr 9 one AdamW step leaves finite weights (about ±9) whose logits overflow: the step-1
     checkpoint is refused, naming the step and the rate, and the run it was to replace
@@ -162,6 +164,7 @@ def test_training_steps_skip_the_loss_target_check_that_syncs(tmp_path, monkeypa
     assert calls == [False, False, False, True, True]  # 3 steps, then 2 validation blocks
 
 
+@pytest.mark.slow
 def test_dag_regulariser_enters_the_loss(tmp_path):
     plain = pretrain(config(tmp_path / "a", steps=1, warmup=1), progress=False)
     with_dag = pretrain(
@@ -170,6 +173,7 @@ def test_dag_regulariser_enters_the_loss(tmp_path):
     assert with_dag.history.loss[0] > plain.history.loss[0]
 
 
+@pytest.mark.slow
 def test_command_line_train_and_generate(tmp_path):
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(
@@ -244,6 +248,7 @@ def _run_pair(tmp_path: Path, **overrides) -> tuple[dict, dict, dict, dict]:
     return w1, w2, h1, h2
 
 
+@pytest.mark.slow
 def test_ddp_on_two_cpu_processes_matches_one_process_gpt(tmp_path):
     """Each process takes half of every step's batch; DDP averages the gradients, so after three
     steps the GPT's weights and the (all-reduced) losses equal a single-process run's."""
@@ -252,6 +257,7 @@ def test_ddp_on_two_cpu_processes_matches_one_process_gpt(tmp_path):
     assert h1["loss"] == pytest.approx(h2["loss"], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_ddp_on_two_cpu_processes_matches_one_process_pldr(tmp_path):
     """The same for a PLDR-LLM. At initialisation P ≈ 0, so A_P ≈ 1 and G_LM barely depends on the
     metric learner: its gradients are at the level of float32 rounding, which Adam (eps 1e-5)
@@ -274,6 +280,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_ddp_rendezvous_nobody_joins_fails_naming_the_environment(tmp_path):
     """WORLD_SIZE=2 RANK=0 in a single process used to wait forever for its peer; it now gives up
     after KVATTN_DDP_TIMEOUT_S (here 1 s) and says which variables turned DDP on, before any
@@ -539,6 +546,7 @@ def test_command_line_reports_a_bad_config_without_a_traceback(tmp_path, capsys)
     assert not (tmp_path / "run").exists()  # nothing was started
 
 
+@pytest.mark.slow
 def test_help_lists_every_config_field():
     out = subprocess.run(
         [sys.executable, "-m", "kvattn.pretrain", "--help"],
@@ -558,6 +566,7 @@ def test_help_lists_every_config_field():
 # Nothing is lost: existing runs, resumes, output folder, interrupted checkpoints
 
 
+@pytest.mark.slow
 def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path, monkeypatch):
     pretrain(config(tmp_path, steps=3), progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
@@ -577,6 +586,7 @@ def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path, monk
     )
 
 
+@pytest.mark.slow
 def test_command_line_overwrite_flag(tmp_path, capsys):
     """An existing run is refused with one line, exit status 1 and no traceback (it used to be a
     FileExistsError traceback), and replaced with --overwrite."""
@@ -635,6 +645,7 @@ def test_unwritable_out_dir_fails_before_any_work(tmp_path, monkeypatch):
         pretrain(PretrainConfig(**{**TINY, "out_dir": str(blocker / "run")}), progress=False)
 
 
+@pytest.mark.slow
 def test_a_kill_between_the_checkpoint_moves_loses_nothing(tmp_path, monkeypatch):
     """Kill the run after the old checkpoint was moved aside and before the new one was moved in
     (the old code deleted the old one first, so a kill there lost the run); the next start
@@ -688,6 +699,7 @@ def test_non_finite_parameters_are_never_checkpointed(tmp_path, monkeypatch):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_fused_adamw_follows_the_foreach_run_and_resumes_a_foreach_checkpoint(
     tmp_path, monkeypatch
 ):
@@ -758,6 +770,7 @@ def test_device_choices_that_cannot_work_are_refused(monkeypatch):
         DIST.select_device("mps", 0, 1, False)
 
 
+@pytest.mark.slow
 def test_compiled_training_follows_the_plain_run_and_saves_a_plain_checkpoint(tmp_path, caplog):
     """``compile=True`` trains the same model: the losses agree with the plain run's to float
     rounding (compiled kernels fuse and reorder sums), the checkpoint has the plain names, and
@@ -785,6 +798,7 @@ def test_compiled_training_follows_the_plain_run_and_saves_a_plain_checkpoint(tm
 # Collapse measures recorded during training (issue 10)
 
 
+@pytest.mark.slow
 def test_probes_observe_the_run_without_changing_it(tmp_path):
     """With probe_every the losses, evaluations, final weights and the global random stream are
     those of the same run without it; the trajectories start before the first step, follow
@@ -827,6 +841,7 @@ def test_probes_observe_the_run_without_changing_it(tmp_path):
     assert again.as_record()["delta_loss"] == probes["delta_loss"][-1]
 
 
+@pytest.mark.slow
 def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
     """Interrupted after the step-3 checkpoint (at the step-4 probe) and resumed, a run's
     trajectories equal the uninterrupted run's, in memory and in probes.json; a resume that
@@ -857,6 +872,7 @@ def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
     assert D.load_probes(tmp_path / "b" / "run") == D.load_probes(tmp_path / "a" / "run")
 
 
+@pytest.mark.slow
 def test_probes_need_enough_validation_blocks_and_a_readable_file(tmp_path, monkeypatch):
     """Probes the validation text cannot hold are refused before the tokenizer is trained when
     a bound on the token count decides it, else by the exact count after it; either way before

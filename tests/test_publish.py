@@ -184,3 +184,20 @@ def test_make_test_checks_the_workflow_with_zizmor_offline():
     # offline: no GitHub token and no network, on CI and on a reader's machine alike
     assert zizmor.split() == ["$(VENV)/bin/zizmor", "--offline", ".github/workflows/"]
     assert re.fullmatch(r"\d+\.\d+\.\d+", pins()["zizmor"])
+
+
+def test_the_fast_tier_leaves_out_slow_and_integration_tests_and_make_test_runs_them():
+    """`make test-fast` skips the tiers pyproject.toml declares; `make test` (CI) still runs the
+    library tests of every tier (the unit target selects only by built/browser) and reports the
+    slowest."""
+    import tomllib
+
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    declared = {m.split(":")[0] for m in markers["markers"]}
+    assert {"slow", "integration", "built", "browser"} <= declared
+    rules = make_rules()
+    fast = " ".join(rules["test-fast"][1])
+    assert '-m "not built and not browser and not slow and not integration"' in fast
+    unit = " ".join(rules["unit"][1])
+    assert '-m "not built and not browser"' in unit and "--durations=" in unit
+    assert "unit" in rules["test"][0] and "test-fast" not in rules["test"][0]

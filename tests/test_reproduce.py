@@ -446,6 +446,7 @@ def die(job):
     return job[0], True, f"{job[0]}: done"
 
 
+@pytest.mark.slow
 def test_a_killed_hunt_worker_is_reported_not_waited_for(monkeypatch, capsys):
     """With --workers 2, a worker killed by a signal left the parent waiting forever."""
     monkeypatch.setattr(repro_hunt, "_job", die)

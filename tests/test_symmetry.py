@@ -499,6 +499,7 @@ def _drift(variant, lr=0.05, steps=300, weight_decay=0.0):
     return {k: float((c1[k] - c0[k]).abs().max()) for k in c0}
 
 
+@pytest.mark.slow
 def test_bilinear_conserves_all_three_swiglu_only_kv():
     """Gradient descent keeps C_qk, C_kv, C_qv of a bilinear layer (and ReGLU) to O(lr), while
     SwiGLU's C_qk (broken scale symmetry) drifts ≫; SwiGLU still keeps C_kv."""
