@@ -37,7 +37,7 @@ F64 = torch.float64
 MARKER = "kvattn_architecture"
 L, H, DK, D, V, A_DFF, FF, NRES, NDENSE = 2, 4, 8, 32, 128, 12, 80, 2, 2
 
-#: The fields of config.json that the published HF port reads (pldr-spec §9).
+#: The fields of config.json that the published HF port reads [gokden2025kvg].
 PUBLISHED_FIELDS = (
     "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads head_dim "
     "max_position_embeddings A_dff num_reslayerA num_denseA layer_norm_eps rope_theta "

@@ -171,3 +171,17 @@ def test_decode_and_pieces_of_good_ids_are_sentencepieces(tokens):
     )
     assert tokens.pieces(np.array([0, 3]).tolist()) == ["[PAD]", "[END]"]
     assert Path(data.collapse_hunt("base")).name == "base.json"
+
+
+def test_validation_blocks_are_the_blocks_pretraining_evaluates():
+    """One home for a run's validation blocks: the held-out documents, encoded with the run's
+    tokenizer, [END] after each, packed into blocks, exactly as pretrain cuts data.val."""
+    from kvattn.data import blocks, load_text, tokenize, validation_blocks
+
+    recipe = {"corpus": "pydoc", "corpus_chars": 60_000, "val_every": 10, "block_size": 16}
+    tokens = tokenize(load_text("pydoc", max_chars=60_000), vocab_size=400, val_every=10)
+    got = validation_blocks(recipe, tokens.tokenizer)
+    assert torch.equal(got, blocks(tokens.val, 16))
+    assert got.shape[1] == 17 and (got == 3).any()  # [END] = 3 separates the documents
+    with pytest.raises(KeyError, match=r"the recipe lacks \['block_size'\]"):
+        validation_blocks({k: v for k, v in recipe.items() if k != "block_size"}, tokens.tokenizer)

@@ -210,7 +210,7 @@ def test_config_key_close_to_a_field_warns(key, field):
 
 
 def test_published_extra_keys_do_not_warn():
-    """The keys a published config.json carries beside the fields (pldr-spec §5.2), and keys far
+    """The keys a published config.json carries beside the fields [gokden2025kvg], and keys far
     from every field, load without a warning."""
     import warnings
 

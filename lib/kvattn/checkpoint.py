@@ -18,7 +18,7 @@ A :class:`kvattn.pldr.GPT` is written as the published format's own scaled dot-p
 model: ``custom_G_type "identity"``, ``architectures ["PldrllmForCausalLM"]`` and the G buffers
 above with G_LM = I (A and A_LM zero, as the port's ``G_values_init`` makes them), plus the key
 :data:`GPT_MARKER_KEY` that published loaders ignore. The port then builds no metric learner or
-PLGA tensors and computes q·I·kᵀ = q·kᵀ: the GPT's logits (pldr-spec §3, §5.3).
+PLGA tensors and computes q·I·kᵀ = q·kᵀ: the GPT's logits [gokden2025kvg].
 
 A ``density="prefix"`` PLDR-LLM (a kvattn deviation, see :mod:`kvattn.pldr`) is written with
 ``model_type`` :data:`PREFIX_MODEL_TYPE` and ``architectures`` [:data:`PREFIX_ARCHITECTURE`]:
@@ -133,7 +133,7 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     """Write ``config.json`` and ``model.safetensors`` for ``model`` into ``directory``.
 
     The config records ``architectures`` and ``torch_dtype``; the weights use the published
-    names. What a published loader (the Hugging Face port ``PldrllmForCausalLM``, pldr-spec §9)
+    names. What a published loader (the Hugging Face port ``PldrllmForCausalLM`` of [gokden2025kvg])
     makes of each kind:
 
     * PLDR-LLM (PLGA, or constant G with ``custom_G_type``): ``PldrllmForCausalLM``, the same

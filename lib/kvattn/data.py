@@ -19,6 +19,7 @@ import lzma
 import numbers
 import os
 import sysconfig
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -447,6 +448,29 @@ def blocks(ids: Tensor, block_size: int) -> Tensor:
     if n < 1:
         raise ValueError(f"need at least {block_size + 1} ids for one block, got {len(ids)}")
     return ids[: n * (block_size + 1)].view(n, block_size + 1)
+
+
+def validation_blocks(recipe: Mapping, tokenizer: spm.SentencePieceProcessor) -> Tensor:
+    """The validation blocks ``[n, block_size + 1]`` of a pre-training run, cut as its training
+    loop cuts them: the recipe's corpus (``corpus``, ``corpus_chars``), its held-out documents
+    (every ``val_every``-th, :func:`split_documents`), each encoded with the run's ``tokenizer``
+    and followed by [END] (:func:`encode_documents`), packed into :func:`blocks` of
+    ``block_size``. ``recipe`` is a run's config as a dict (a recipe file, or the ``config`` of
+    its ``trainer_state.json``).
+
+    Raises
+    ------
+    KeyError
+        ``recipe`` lacks one of the four keys (named).
+    ValueError, TypeError, FileNotFoundError
+        As :func:`load_text`, :func:`split_documents` and :func:`blocks`.
+    """
+    missing = [k for k in ("corpus", "corpus_chars", "val_every", "block_size") if k not in recipe]
+    if missing:
+        raise KeyError(f"the recipe lacks {missing}")
+    text = load_text(recipe["corpus"], max_chars=recipe["corpus_chars"])
+    _, val_docs = split_documents(text, recipe["val_every"])
+    return blocks(encode_documents(tokenizer, val_docs), recipe["block_size"])
 
 
 def _check_stream(ids: object) -> None:

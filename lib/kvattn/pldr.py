@@ -1,9 +1,9 @@
 """Power Law Graph Attention (PLGA) and the PLDR-LLM decoder, with a same-size GPT baseline.
 
-The architecture follows the published PLDR-LLM v51 reference code (Gokden 2025, arXiv
-2502.13502; its PyTorch implementation is the authority, summarised with shapes in the course's
-``pldr-spec``). For one head, with post-RoPE queries q_s and keys k_s of a block of S tokens
-(row vectors of size d_k, as everywhere in the course, so q_sᵀ q_s is a d_k × d_k matrix):
+The architecture follows the published PLDR-LLM v51 reference code [gokden2025kvg] (arXiv
+2502.13502; its PyTorch implementation is the authority). For one head, with post-RoPE queries q_s
+and keys k_s of a block of S tokens (row vectors of size d_k, as everywhere in the course, so q_sᵀ
+q_s is a d_k × d_k matrix):
 
     A0   = Σ_s q_sᵀ q_s                         density (Gram) operator, d_k × d_k
     A    = MetricLearner(LayerNorm(A0))          num_reslayerA residual SwiGLU units on the rows
@@ -212,7 +212,7 @@ def random_G(num_heads: int, d_k: int) -> Tensor:
     Source: the HF port's ``PldrllmModel.G_values_init`` (``torch.randn``; transformers @
     ``a28acc8``, ``modeling_pldrllm.py``). The native code's predefined file named
     ``RANDOM_NORMAL`` (KVG ``src/ablation/predefined-G_LM``) holds U[0, 1) values instead
-    (pldr-spec §3, §7.11); this follows the port, whose ``custom_G_type`` field it shares.
+    [gokden2025kvg]; this follows the port, whose ``custom_G_type`` field it shares.
     """
     return torch.randn(num_heads, d_k, d_k)
 
@@ -582,7 +582,7 @@ class DecoderLM(nn.Module):
             ``pad_token_id`` (0) are padding, as the native reference's ``create_masks``
             (``token == 0``); with ``caches``, every new token is attended to, as the
             reference's cached decoding steps (mask ``None``). The HF port masks only through
-            its ``attention_mask`` (pldr-spec §1.6, §9). With ``caches``, the mask covers the
+            its ``attention_mask`` [gokden2025kvg]. With ``caches``, the mask covers the
             new tokens; the earlier ones keep the mask they were given.
         caches, cache_mode:
             For incremental decoding (see :meth:`generate`): ``cache_mode`` ``"kv"`` or
@@ -682,7 +682,7 @@ class DecoderLM(nn.Module):
         ``attention_mask [B, S]`` (1 = attend, 0 = padding) masks prompt keys; without it, prompt
         tokens equal to ``pad_token_id`` are padding (the native reference's rule, see
         :meth:`forward`). Generated tokens are never masked, whatever their id: the reference's
-        cached steps pass no mask and the HF port extends the mask with ones (pldr-spec §3, §9).
+        cached steps pass no mask and the HF port extends the mask with ones [gokden2025kvg].
 
         ``temperature = 0`` is greedy; otherwise sampling with nucleus ``top_p`` from
         softmax(logits / temperature), which needs temperature >= the smallest normal float32

@@ -566,9 +566,3 @@ def randn(gen: torch.Generator, *shape: int) -> Tensor:
 def causal_mask(S: int) -> Tensor:
     """(S, S) boolean mask, True where query i may attend to key j ≤ i."""
     return torch.ones(S, S, dtype=torch.bool).tril()
-
-
-def softmax_attention(scores: Tensor, v: Tensor) -> Tensor:
-    """Causal softmax attention from raw ``scores`` (..., S, S) onto values ``v`` (..., S, d_v)."""
-    S = scores.shape[-1]
-    return scores.masked_fill(~causal_mask(S), -math.inf).softmax(-1) @ v
