@@ -56,7 +56,7 @@ IDS = torch.arange(100)
         ((IDS > 5, 2, 4), {}, TypeError, r"integer tensor of token ids, got torch.bool$"),
         ((list(range(100)), 2, 4), {}, TypeError, r"integer tensor of token ids, got list$"),
         ((IDS, 2, 4), dict(device="cuda:99"), ValueError, r"device 'cuda:99' is not available"),
-        ((IDS, 2, 4), dict(device="meta"), ValueError, r"device 'meta' is not available"),
+        ((IDS, 2, 4), dict(device="meta"), ValueError, r"device 'meta' holds shapes but no values"),
         ((IDS, 2, 4), dict(device="gpu"), ValueError, r"device must name a torch device"),
     ],
 )

@@ -767,7 +767,7 @@ def test_train_lm_seeds_refuses_what_would_fail_after_training(monkeypatch):
             r"block_size \+ 1 = 7 ids \(one window\), got shape \(6,\)",
         ),
         ({"data": _short_run_tokens(n_train=6)}, "data.train must be .* 7 ids"),
-        ({"device": "meta"}, "device 'meta' is not available"),
+        ({"device": "meta"}, "device 'meta' holds shapes but no values"),
         ({"progress": "no"}, "progress must be True or False, got 'no'"),
         ({"steps": "10"}, "steps must be an int >= 1, got '10'"),
         ({"lr": 50.0}, "lr must be a positive finite number below 10, got 50.0"),

@@ -152,12 +152,12 @@ def check_finite(X: torch.Tensor, name: str) -> None:
 def check_device(name: str, device: object) -> torch.device:
     """``device`` names a torch device this machine has (``"cpu"``, ``"cuda"``, ``"cuda:1"``,
     ``"mps"`` or a :class:`torch.device`); returns it as a :class:`torch.device`. ``"meta"``
-    holds no data and is refused like a missing GPU.
+    (tensors with shapes but no values) and other kinds are refused.
 
     Raises
     ------
     ValueError
-        ``device`` is not a device torch knows, or this machine lacks it.
+        ``device`` is not a device torch knows, is the meta device, or this machine lacks it.
     """
     try:
         where = torch.device(device)
@@ -165,6 +165,11 @@ def check_device(name: str, device: object) -> torch.device:
         raise ValueError(
             f"{name} must name a torch device such as 'cpu' or 'cuda', got {device!r}"
         ) from err
+    if where.type == "meta":
+        raise ValueError(
+            f"{name} 'meta' holds shapes but no values, so nothing can be computed on it: "
+            "choose cpu, cuda or mps"
+        )
     available = {
         "cpu": True,
         "cuda": torch.cuda.is_available() and (where.index or 0) < torch.cuda.device_count(),

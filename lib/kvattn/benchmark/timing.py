@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._checks import is_int, is_real
+from .._checks import check_device, is_int, is_real
 
 _clock = time.perf_counter  # the tests replace it with a fake clock
 
@@ -87,16 +87,9 @@ def _check_device(device: torch.device) -> None:
     this machine has (``ValueError`` otherwise)."""
     if not isinstance(device, torch.device):
         raise TypeError(f"device must be a torch.device, got {type(device).__name__}")
-    if device.type == "cuda":
-        available = torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
-    elif device.type == "mps":
-        available = torch.backends.mps.is_available()
-    elif device.type == "cpu":
-        available = True
-    else:
+    if device.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"the benchmark runs on cpu, cuda or mps, got {device}")
-    if not available:
-        raise ValueError(f"device {device} is not available on this machine")
+    check_device("device", str(device))
 
 
 def _check_budget(budget_s: float, min_rounds: int, max_rounds: int, target_spread: float) -> None:
