@@ -586,3 +586,14 @@ def test_load_shipped_names_a_malformed_field_with_its_file(
     monkeypatch.setattr(experiments, "experiment", lambda name: bad)
     with pytest.raises(ValueError, match=r"^data/experiments/bad\.json: " + message):
         experiments.load_shipped("bad")
+
+
+def test_a_set_of_seeds_is_refused_because_its_order_is_arbitrary():
+    """Seeds pair the runs of two kinds: a set would give them in an order the caller does not
+    know (the shared list check accepted sets before)."""
+    from kvattn._checks import is_list_like
+
+    assert not is_list_like({0, 1}) and not is_list_like(frozenset({0, 1}))
+    assert is_list_like([0, 1]) and is_list_like((0, 1)) and is_list_like(np.arange(2))
+    with pytest.raises(ValueError, match="betas"):
+        experiments.check_dose_design(betas={0.5, 1.0}, seeds=[0, 1])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Set as AbstractSet
 from types import UnionType
 from typing import Union, get_args, get_origin, get_type_hints
 
@@ -98,12 +99,13 @@ def check_bool(name: str, value: object, *, typed: bool = False) -> None:
 
 
 def is_list_like(values: object) -> bool:
-    """Whether ``values`` is a sequence or an array, not a string (which would be read one
-    character at a time) nor a mapping."""
+    """Whether ``values`` is a sequence or an array: not a string (which would be read one
+    character at a time), a mapping, or a set (whose order is arbitrary, and the course's lists
+    are ordered: seeds pair runs, rates form a grid, p-values match hypotheses)."""
     return (
         isinstance(values, Sized)
         and isinstance(values, Iterable)
-        and not isinstance(values, str | bytes | Mapping)
+        and not isinstance(values, str | bytes | Mapping | AbstractSet)
     )
 
 
