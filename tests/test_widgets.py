@@ -94,3 +94,16 @@ def test_an_empty_prompt_is_refused_before_anything_runs(models):
         explorers.deductive.widget(pldr, Chars(), "one\ntwo")  # not split into characters
     twirl = explorers.twirl.widget(pldr, Chars(), "ab")  # a prompt of two tokens still draws
     assert twirl.children[0].children[2].max == 2
+
+
+def test_a_repeated_prompt_line_is_named_instead_of_a_traceback(models, capsys):
+    """Two identical prompt lines: the deductive tensors refuse repeated probes (a spread of 0
+    would read as invariance), and the live explorer said so with a traceback."""
+    _, pldr, _ = models
+    live = explorers.deductive.widget(pldr, Chars(), ["a cat", "a dog"])
+    text_box = live.children[0].children[0]
+    capsys.readouterr()
+    text_box.value = "a cat\na dog\na cat"
+    assert capsys.readouterr().out.endswith(
+        "\rPrompt lines [3] repeat an earlier one (after truncation): change them.\n"
+    )

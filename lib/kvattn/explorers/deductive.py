@@ -169,10 +169,14 @@ def widget(
         if len(lines) < 2:  # one prompt copied would show a spread of 0: a false invariance
             print("Enter at least two prompts, one per line: the spread is taken across prompts.")
             return
-        ids = [
-            torch.tensor([tokenizer.encode(t)[: cfg.max_position_embeddings]], device=device)
-            for t in lines
-        ]
+        tokens = [tokenizer.encode(t)[: cfg.max_position_embeddings] for t in lines]
+        repeats = [i + 1 for i, t in enumerate(tokens) if t in tokens[:i]]
+        if repeats:  # a repeated prompt adds a spread of 0: a false invariance
+            print(
+                f"Prompt lines {repeats} repeat an earlier one (after truncation): change them."
+            )
+            return
+        ids = [torch.tensor([t], device=device) for t in tokens]
         p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
         fig, axes = plt.subplots(2, 4, figsize=(12, 5.4), dpi=72)
         for col, name in enumerate(DEDUCTIVE):
