@@ -1033,3 +1033,18 @@ def test_a_resume_on_a_changed_corpus_is_refused_before_the_tokenizer(tmp_path, 
         ValueError, match=r"differs from the checkpoint's tokenizer.model: the corpus"
     ):
         pretrain(T.replace(cfg, steps=6), resume=True, progress=False)
+
+
+def test_a_symlinked_checkpoint_folder_is_updated_through_its_link(tmp_path):
+    """pretrain swaps out_dir/checkpoint whole; when that folder is a symbolic link, the swap
+    renamed the link (its target kept the old weights, a *.kvattn-replaced link was left)."""
+    elsewhere = tmp_path / "disk" / "ckpt"
+    elsewhere.mkdir(parents=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoint").symlink_to(elsewhere, target_is_directory=True)
+    pretrain(config(tmp_path, overwrite=True), progress=False)
+    link = tmp_path / "run" / "checkpoint"
+    assert link.is_symlink() and link.resolve() == elsewhere.resolve()
+    assert (elsewhere / "model.safetensors").is_file()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoint"]
+    assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["ckpt"]

@@ -258,15 +258,26 @@ def _check_model(model: object) -> None:
         raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
 
 
+def _swapped(directory: Path) -> Path:
+    """The folder a swap renames: ``directory`` itself, or the folder a symbolic link points at
+    (renaming the link would move the link and leave its target with the old contents; the
+    staging folder must sit beside the real folder, as a rename cannot cross file systems)."""
+    directory = Path(directory)
+    return directory.resolve() if directory.is_symlink() else directory
+
+
 def staging_directory(directory: Path) -> Path:
     """The sibling folder ``<directory>.kvattn-staging`` where the new contents of ``directory``
-    are written in full before :func:`replace_directory` swaps them in."""
-    return directory.with_name(directory.name + _STAGING)
+    are written in full before :func:`replace_directory` swaps them in (beside the link's target
+    when ``directory`` is a symbolic link)."""
+    target = _swapped(directory)
+    return target.with_name(target.name + _STAGING)
 
 
 def _aside_directory(directory: Path) -> Path:
     # where replace_directory keeps the old folder between its two moves
-    return directory.with_name(directory.name + _ASIDE)
+    target = _swapped(directory)
+    return target.with_name(target.name + _ASIDE)
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -281,7 +292,9 @@ def replace_directory(directory: Path) -> None:
     """Replace ``directory`` by the complete folder :func:`staging_directory` names, so that a
     kill at any moment leaves a complete folder: move the old one aside to
     ``<directory>.kvattn-replaced``, move the staging folder in, then delete the old one.
-    :func:`recover_directory` repairs an interrupted replace."""
+    :func:`recover_directory` repairs an interrupted replace. A symbolic link keeps pointing at
+    its target, whose contents are replaced."""
+    directory = _swapped(directory)
     aside = _aside_directory(directory)
     shutil.rmtree(aside, ignore_errors=True)
     if directory.exists():
@@ -297,8 +310,8 @@ def recover_directory(directory: Path) -> None:
     ``<directory>.kvattn-replaced`` folder means the kill came between the two moves: the staging
     folder was complete by then (the old one is moved aside only afterwards), so it is moved in;
     if it is gone the old folder is restored. A lone staging folder is an incomplete write and is
-    removed."""
-    directory = Path(directory)
+    removed. For a symbolic link, its target is what was swapped."""
+    directory = _swapped(directory)
     staging, aside = staging_directory(directory), _aside_directory(directory)
     if not directory.exists() and aside.is_dir():
         (staging if staging.is_dir() else aside).rename(directory)
