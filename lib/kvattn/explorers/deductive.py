@@ -172,9 +172,7 @@ def widget(
         tokens = [tokenizer.encode(t)[: cfg.max_position_embeddings] for t in lines]
         repeats = [i + 1 for i, t in enumerate(tokens) if t in tokens[:i]]
         if repeats:  # a repeated prompt adds a spread of 0: a false invariance
-            print(
-                f"Prompt lines {repeats} repeat an earlier one (after truncation): change them."
-            )
+            print(f"Prompt lines {repeats} repeat an earlier one (after truncation): change them.")
             return
         ids = [torch.tensor([t], device=device) for t in tokens]
         p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
