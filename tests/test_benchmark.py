@@ -614,6 +614,13 @@ def test_interleaved_refuses_bad_input_before_timing_anything(kwargs, error, mat
         (["--device", "gpu"], "argument --device: expected a torch device"),
         (["--json", "{tmp}"], "--json {tmp} is a folder"),
         (["--json", "{tmp}/old.json"], "--json {tmp}/old.json exists: pass --overwrite"),
+        # the second audit's: a density not measured, a config twice, a link to nowhere
+        (
+            ["--configs", "tiny", "--density-configs", "mid"],
+            "--density-configs ['mid'] are not in --configs ['tiny']",
+        ),
+        (["--configs", "tiny", "tiny"], "--configs names ['tiny'] more than once"),
+        (["--json", "{tmp}/dangling.json"], "the folder {tmp}/nowhere does not exist"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_any_measurement(
@@ -621,6 +628,7 @@ def test_cli_refuses_bad_arguments_before_any_measurement(
 ):
     old = tmp_path / "old.json"
     old.write_text("kept")
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere" / "run.json")
     argv = [a.format(tmp=tmp_path) for a in argv]
     with pytest.raises(SystemExit) as exit_:
         benchmark.main(["--configs", "tiny", *argv] if "--configs" not in argv else argv)
@@ -659,3 +667,26 @@ def test_cli_overwrites_an_existing_json_record_only_when_asked(monkeypatch, tmp
     record = json.loads(path.read_text())
     assert [r["config"] for r in record["results"]] == ["tiny", "tiny"]
     assert record["results"][0] == {"config": "tiny", "bench_train": True, "bench_generate": True}
+
+
+def test_cli_measures_the_density_of_tiny_only_when_it_measures_tiny(monkeypatch, tmp_path):
+    """The default --density-configs is tiny when --configs has it, and nothing otherwise (a
+    default that named a config not measured was dropped without a word)."""
+    calls = []
+
+    def fake(kind):
+        def bench(name, cfg, device, **kwargs):
+            calls.append((kind, name))
+            return {"config": name}
+
+        return bench
+
+    for kind in ("bench_train", "bench_generate", "bench_density"):
+        monkeypatch.setattr(cli, kind, fake(kind))
+    monkeypatch.setattr(cli, "report", lambda r: "")
+    common = ["--seq", "4", "--budget", "1", "--device", "cpu"]
+    assert benchmark.main(["--configs", "mid", *common]) == 0
+    assert ("bench_density", "mid") not in calls and ("bench_train", "mid") in calls
+    calls.clear()
+    assert benchmark.main(["--configs", "mid", "tiny", *common]) == 0
+    assert [c for c in calls if c[0] == "bench_density"] == [("bench_density", "tiny")]

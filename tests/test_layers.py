@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "kvattn"
 # Layer of each top-level module or package, bottom → top (CONTRIBUTING's map says what each holds).
 LAYERS = {
     "_checks": 0,
+    "_files": 0,
     "env": 0,
     "activations": 0,
     "book": 0,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvattn import data, experiments, reproduce
+from kvattn import _files, data, experiments, reproduce
 from kvattn.checkpoint import load_pretrained
 from kvattn.data import CORPORA, corpus_snapshot, interpreter_text, load_text
 from kvattn.reproduce import checkpoints as repro_checkpoints
@@ -269,9 +269,9 @@ def test_a_failed_hunt_run_fails_the_command(tmp_path, monkeypatch, capsys):
 
 def test_write_json_keeps_the_old_file_when_it_cannot_write(tmp_path):
     path = tmp_path / "r.json"
-    reproduce.write_json(path, {"a": 1})
+    _files.write_json(path, {"a": 1})
     with pytest.raises(ValueError, match="Out of range float"):
-        reproduce.write_json(path, {"a": math.nan})
+        _files.write_json(path, {"a": math.nan})
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
@@ -296,6 +296,7 @@ def test_shipping_a_run_keeps_the_old_folder_until_the_new_one_is_complete(tmp_p
     with pytest.raises(OSError, match="No space"):
         reproduce.ship_run(run, target, {"command": "test"})
     assert [p.name for p in target.iterdir()] == ["config.json"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["pldr_tiny"]  # no staging left
     assert (target / "config.json").read_text() == "old"
     monkeypatch.undo()
     reproduce.ship_run(run, target, {"command": "test"})
@@ -453,3 +454,31 @@ def test_a_killed_hunt_worker_is_reported_not_waited_for(monkeypatch, capsys):
     results = repro_hunt.run_hunts([("killed",), ("other",)], workers=2)
     assert {name for name, ok, _ in results if not ok} >= {"killed"}
     assert "killed: FAILED: a worker process died" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("no_training")
+def test_only_a_finished_verified_run_is_shipped(tmp_path, capsys):
+    """--ship shipped an empty run folder's FileNotFoundError after the checks, and a folder of
+    junk as a model."""
+    runs = tmp_path / "runs"
+    ckpt = runs / "collapse_hunt" / "base" / "checkpoint"
+    ckpt.mkdir(parents=True)
+    argv = ["hunt", "--ship", "base", "--out", str(tmp_path / "out"), "--runs", str(runs)]
+    assert "is not a finished run: it lacks ['config.json'" in _refused(argv, capsys)
+    for file in reproduce.RUN_FILES:
+        (ckpt / file).write_text("junk")
+    assert "does not hold a valid checkpoint" in _refused(argv, capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_that_has_not_finished_is_not_shipped(tmp_path, monkeypatch):
+    recipe = tmp_path / "tiny.json"
+    recipe.write_text(json.dumps(TINY_RECIPE))
+    monkeypatch.setattr(data, "recipe", lambda name: recipe)
+    monkeypatch.setattr(data, "recipe_names", lambda: ["tiny"])
+    cfg = reproduce.checkpoint_config("tiny", tmp_path / "runs", overwrite=False)
+    repro_checkpoints.pretrain(cfg, progress=False)
+    ckpt = Path(cfg.out_dir) / "checkpoint"
+    repro_files.check_finished_run(ckpt, TINY_RECIPE["steps"])
+    with pytest.raises(repro_files.ReproduceError, match="has done 4 of its 6 steps"):
+        repro_files.check_finished_run(ckpt, 6)

@@ -69,6 +69,7 @@ from pathlib import Path
 
 import torch
 
+from .._files import write_bytes
 from ..config import PLDRConfig
 from ..train import default_autocast
 from .reporting import as_json, machine, report
@@ -159,10 +160,10 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     parser.add_argument(
         "--density-configs",
         nargs="*",
-        default=["tiny"],
         choices=list(CONFIGS),
-        help="configs whose prefix density is measured against the block density (default tiny; "
-        "the prefix density's memory grows with seq: keep it small)",
+        help="configs of --configs whose prefix density is measured against the block density "
+        "(default: tiny, when --configs has it; the prefix density's memory grows with seq: keep "
+        "it small)",
     )
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     parser.add_argument(
@@ -172,6 +173,18 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     device = args.device
     dtype = None if args.no_amp else default_autocast(device)
     prompt_len = args.seq // 2
+    for option, names in (("--configs", args.configs), ("--density-configs", args.density_configs)):
+        repeated = sorted({n for n in names or [] if names.count(n) > 1})
+        if repeated:
+            parser.error(f"{option} names {repeated} more than once")
+    if args.density_configs is None:
+        args.density_configs = [n for n in ("tiny",) if n in args.configs]
+    unmeasured = [n for n in args.density_configs if n not in args.configs]
+    if unmeasured:
+        parser.error(
+            f"--density-configs {unmeasured} are not in --configs {args.configs}: only the "
+            "configs measured can have their density measured"
+        )
     configs = [(name, PLDRConfig(**CONFIGS[name])) for name in args.configs]
     for name, cfg in configs:
         try:
@@ -186,12 +199,13 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
                 f"exceed max_position_embeddings = {cfg.max_position_embeddings}"
             )
     if args.json is not None:
-        folder = args.json.parent
+        # a link is written through to its target: the target's folder must exist
+        folder = (args.json.resolve() if args.json.is_symlink() else args.json).parent
         if args.json.is_dir():
             parser.error(f"--json {args.json} is a folder, expected a file to write")
         if not folder.is_dir():
             parser.error(f"--json {args.json}: the folder {folder} does not exist")
-        if args.json.exists() and not args.overwrite:
+        if (args.json.exists() or args.json.is_symlink()) and not args.overwrite:
             parser.error(f"--json {args.json} exists: pass --overwrite to replace it")
         if not os.access(folder, os.W_OK):
             parser.error(f"--json {args.json}: the folder {folder} is not writable")
@@ -221,5 +235,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
             "command": "python -m kvattn.benchmark " + " ".join(argv or sys.argv[1:]),
             "results": results,
         }
-        args.json.write_text(json.dumps(record, indent=1))
+        # whole, so a kill leaves the old record or the new one; a ratio of a zero time may be
+        # inf, which Python's JSON writes as Infinity rather than lose the run at its end
+        write_bytes(args.json, (json.dumps(record, indent=1) + "\n").encode())
     return 0

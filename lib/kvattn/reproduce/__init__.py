@@ -31,7 +31,7 @@ from .checkpoints import checkpoint_config, make_checkpoint, make_trajectory, tr
 from .cli import listing, main
 from .contrast import CONTRAST_KEYS, contrast_design, run_contrast
 from .corpora import make_corpora
-from .files import PROG, RUN_FILES, plan, ship_run, write_json
+from .files import PROG, RUN_FILES, plan, ship_run
 from .hunt import hunt_config, hunt_recipe, hunt_run, run_hunts, ship_hunt
 
 __all__ = [
@@ -54,5 +54,4 @@ __all__ = [
     "ship_hunt",
     "ship_run",
     "trajectory_config",
-    "write_json",
 ]

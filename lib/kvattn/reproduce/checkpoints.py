@@ -12,8 +12,9 @@ import torch
 from safetensors.torch import load_file
 
 from .. import data
+from .._files import write_json
 from ..pretrain import PretrainConfig, pretrain
-from .files import CHECKPOINT, PROG, ReproduceError, machine, ship_run, write_json
+from .files import CHECKPOINT, PROG, ReproduceError, machine, ship_run
 
 
 def checkpoint_config(name: str, runs: Path, overwrite: bool) -> PretrainConfig:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import data
+from .._files import write_json
 from .checkpoints import checkpoint_config, make_checkpoint, make_trajectory, trajectory_config
 from .contrast import (
     contrast_design,
@@ -30,12 +31,12 @@ from .files import (
     PROG,
     ReproduceError,
     check_apart,
+    check_finished_run,
     check_outputs,
     check_runs,
     check_stem,
     int_at_least,
     plan,
-    write_json,
 )
 from .hunt import hunt_config, run_hunts, ship_hunt
 
@@ -272,6 +273,9 @@ def _plan_ship(args: argparse.Namespace) -> list[tuple[str, Callable[[], object]
     missing = [n for n in names if not (runs / "collapse_hunt" / n / CHECKPOINT).is_dir()]
     if missing:
         raise ReproduceError(f"no finished run to ship for {missing} in {runs / 'collapse_hunt'}")
+    for n in names:
+        steps = hunt_config(n, None, runs, "cpu", overwrite=False).steps
+        check_finished_run(runs / "collapse_hunt" / n / CHECKPOINT, steps)
     targets = [out / "collapse_hunt" / n for n in names]
     check_outputs([], targets, args.overwrite)
     check_apart(targets, [runs / "collapse_hunt" / n for n in names])

@@ -11,8 +11,9 @@ import shutil
 from pathlib import Path
 
 from .. import data
+from .._files import write_json
 from ..checkpoint import replace_directory
-from .files import ReproduceError, stage_folder, write_json
+from .files import ReproduceError, stage_folder
 
 #: The files of ``data/corpora/``.
 CORPORA_FILES = (*(f"{name}.txt.xz" for name in data.CORPORA), "LICENSE", data.CORPORA_RECORD)

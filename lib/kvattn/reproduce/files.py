@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import re
 import shutil
@@ -15,7 +14,7 @@ from pathlib import Path
 import torch
 
 from .. import data
-from ..checkpoint import replace_directory, staging_directory
+from ..checkpoint import load_pretrained, replace_directory, staging_directory
 
 PROG = "kvattn-reproduce"
 #: The plans of chapter 5's experiments and chapter 11's collapse hunt, in ``data/plans/``.
@@ -25,7 +24,6 @@ HUNT_PLAN = "collapse_hunt"
 RUN_FILES = ("config.json", "model.safetensors", "tokenizer.model", "trainer_state.json")
 #: A run's checkpoint folder inside its out_dir (kvattn.pretrain.pretrain writes it).
 CHECKPOINT = "checkpoint"
-_TMP = ".kvattn-tmp"
 # A name that becomes one file or folder: no separators, no leading dot, not empty.
 _STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
@@ -139,26 +137,6 @@ def check_runs(run_dirs: Sequence[Path], overwrite: bool, resume: bool) -> None:
         )
 
 
-def write_bytes(path: Path, content: bytes) -> Path:
-    """Write ``content`` to ``path`` whole: into a temporary sibling, flushed to disk, then
-    renamed over ``path``, so that a kill leaves the old file or the new one, never half of
-    one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + _TMP)
-    with open(tmp, "wb") as f:
-        f.write(content)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def write_json(path: Path, obj: object) -> Path:
-    """Write ``obj`` as JSON to ``path`` whole (:func:`~kvattn.reproduce.files.write_bytes`); NaN or
-    infinity is refused before anything is written (strict JSON)."""
-    return write_bytes(path, (json.dumps(obj, indent=1, allow_nan=False) + "\n").encode())
-
-
 def stage_folder(target: Path) -> Path:
     """A fresh, empty staging folder beside ``target``, to fill in full before
     :func:`kvattn.checkpoint.replace_directory` swaps it in (an old ``target`` survives any kill
@@ -174,11 +152,39 @@ def ship_run(run_checkpoint: Path, target: Path, provenance: dict) -> Path:
     state) into ``target`` in the layout of the shipped checkpoints, with ``provenance.json``:
     staged in full beside ``target`` and swapped in, so an old ``target`` survives any kill."""
     staging = stage_folder(target)
-    for file in RUN_FILES:
-        shutil.copy2(run_checkpoint / file, staging / file)
-    (staging / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    try:
+        for file in RUN_FILES:
+            shutil.copy2(run_checkpoint / file, staging / file)
+        (staging / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed copy leaves nothing in --out
+        raise
     replace_directory(target)
     return target
+
+
+def check_finished_run(run_checkpoint: Path, steps: int) -> None:
+    """Refuse to ship a run's checkpoint that is not a finished run of ``steps`` steps whose
+    model verifies: every file of :data:`~kvattn.reproduce.files.RUN_FILES` present, the trainer
+    state at ``steps``, and the weights matching their recorded checksum.
+
+    Raises
+    ------
+    ~kvattn.reproduce.files.ReproduceError
+        Naming what is missing or wrong.
+    """
+    missing = [f for f in RUN_FILES if not (run_checkpoint / f).is_file()]
+    if missing:
+        raise ReproduceError(f"{run_checkpoint} is not a finished run: it lacks {missing}")
+    try:
+        done = json.loads((run_checkpoint / "trainer_state.json").read_text())["step"]
+        load_pretrained(run_checkpoint)  # verifies the weights against their checksum
+    except (KeyError, TypeError, ValueError, OSError) as err:
+        raise ReproduceError(f"{run_checkpoint} does not hold a valid checkpoint: {err}") from None
+    if done != steps:
+        raise ReproduceError(
+            f"{run_checkpoint} has done {done} of its {steps} steps: finish it (--resume) first"
+        )
 
 
 def machine() -> dict:

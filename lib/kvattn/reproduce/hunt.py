@@ -17,11 +17,12 @@ from pathlib import Path
 import torch
 
 from .. import data
+from .._files import write_json
 from ..checkpoint import load_pretrained
 from ..diagnostics import collapsed, row_map_gain
 from ..pldr import PLDRLLM
 from ..pretrain import PretrainConfig, pretrain
-from .files import CHECKPOINT, HUNT_PLAN, PROG, ReproduceError, machine, plan, ship_run, write_json
+from .files import CHECKPOINT, HUNT_PLAN, PROG, ReproduceError, machine, plan, ship_run
 
 #: The recipe fields a pilot (``--steps``) shortens in proportion to the run's length.
 SCALED_BY_STEPS = ("steps", "warmup", "checkpoint_every", "eval_every", "probe_every")
