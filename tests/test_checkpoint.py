@@ -1115,6 +1115,111 @@ def test_save_pretrained_refuses_a_dangling_link(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["linked"]
 
 
+def _save_killed_between_the_two_moves(model, directory, monkeypatch) -> None:
+    """save_pretrained(model, directory) killed after it moved the old folder aside and before it
+    moved the new one in (the staging folder's rename fails)."""
+    rename = Path.rename
+
+    def killed(self, target):
+        if self.name.endswith(".kvattn-staging"):
+            raise OSError("killed between the two moves")
+        return rename(self, target)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "rename", killed)
+        with pytest.raises(OSError, match="killed between the two moves"):
+            save_pretrained(model, directory)
+
+
+@pytest.mark.parametrize("then", ["save", "load"])
+def test_an_interrupted_save_through_a_link_is_recovered(saved, tmp_path, monkeypatch, then):
+    """Audit NK06: a save through a link killed between its two moves left the link dangling
+    (its target moved aside); saving through the link again was refused as 'create that folder',
+    advice that, followed, lost the old checkpoint and the folder's other files (NK06c). A save
+    now recovers the target first, as for a plain folder (a load already did)."""
+    _, real = saved
+    (real / "tokenizer.model").write_bytes(b"tok")
+    link = tmp_path / "linked"
+    link.symlink_to(real)
+    interrupted = build("plga", seed=1)
+    _save_killed_between_the_two_moves(interrupted, link, monkeypatch)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt.kvattn-replaced",
+        "ckpt.kvattn-staging",
+        "linked",
+    ]
+    if then == "save":
+        newer = build("plga", seed=2)
+        assert save_pretrained(newer, link) == link
+    else:
+        newer = interrupted
+        assert torch.equal(logits(load_pretrained(link)), logits(interrupted))
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "linked"]
+    assert (real / "tokenizer.model").read_bytes() == b"tok"
+    assert torch.equal(logits(load_pretrained(real)), logits(newer))
+
+
+def test_a_dangling_link_names_an_interrupted_first_save_and_keeps_it(tmp_path):
+    """A link whose target a first save, killed before its move, never made: the refusal names
+    the staged save (no advice that would lose it), and nothing is deleted."""
+    link = tmp_path / "linked"
+    link.symlink_to(tmp_path / "ckpt")
+    C.write_pretrained(build("gpt"), staging_directory(link))
+    with pytest.raises(ValueError, match=r"rename .*ckpt\.kvattn-staging, a save interrupted befo"):
+        save_pretrained(build("gpt"), link)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.kvattn-staging", "linked"]
+
+
+@pytest.mark.parametrize("via", ["recover_directory", "save_pretrained"])
+def test_an_old_folder_with_files_the_folder_lacks_is_kept(tmp_path, via):
+    """Audit NK06c: with the folder re-made (empty) after a kill between the two moves, recovery
+    took the leftovers for stale and deleted the old checkpoint, the interrupted save and the
+    folder's other files. An aside folder holding files the folder lacks is now kept and named;
+    nothing is deleted. One whose files the folder holds (a kill after the second move) goes."""
+    target = tmp_path / "ckpt"
+    staging, aside = staging_directory(target), tmp_path / "ckpt.kvattn-replaced"
+    for folder in (staging, aside):
+        C.write_pretrained(build("gpt"), folder)
+        (folder / "tokenizer.model").write_bytes(b"tok")
+    target.mkdir()
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    with pytest.raises(FileExistsError, match=r"ckpt\.kvattn-replaced holds .* lacks") as err:
+        recover_directory(target) if via == "recover_directory" else save_pretrained(
+            build("gpt"), target
+        )
+    assert "config.json, model.safetensors, tokenizer.model" in str(err.value)
+    assert str(staging) in str(err.value)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    # the folder now holds the old one's files: the aside folder is a stale leftover
+    shutil.rmtree(target)
+    shutil.copytree(aside, target)
+    recover_directory(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+@pytest.mark.parametrize("reserved", ["kvattn-staging", "kvattn-replaced"])
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_a_file_or_link_at_a_reserved_name_is_refused_by_name(saved, tmp_path, reserved, kind):
+    """Audit NK07, NK08: a file, or a link to a reader's folder, at ``<dir>.kvattn-staging``
+    failed with a bare FileExistsError after the old checkpoint was copied. It is refused before
+    any work, saying what that name is for; the reader's file or folder is untouched."""
+    model, directory = saved
+    path = tmp_path / f"ckpt.{reserved}"
+    if kind == "file":
+        path.write_text("notes")
+    else:
+        (tmp_path / "mine").mkdir()
+        (tmp_path / "mine" / "precious.txt").write_text("keep")
+        path.symlink_to(tmp_path / "mine")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    what = "a file" if kind == "file" else "a symbolic link"
+    with pytest.raises(ValueError, match=rf"ckpt\.{reserved} is {what}, not a folder kvattn made"):
+        save_pretrained(build("plga", seed=1), directory)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    assert torch.equal(logits(load_pretrained(directory)), logits(model))
+
+
 @pytest.mark.parametrize(
     ("model", "directory", "match"),
     [

@@ -165,8 +165,10 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
     ValueError
         ``directory`` is ``"."`` or ends in ``".."``, is the working directory or contains it
         (in any spelling: relative, through ``..`` or a symbolic link), is a symbolic link
-        whose target does not exist, or exists and is not a folder; all before anything is
-        written.
+        whose target does not exist (and no interrupted save moved it aside), or exists and is
+        not a folder; a file or link at a name the swap reserves; all before anything is written.
+    FileExistsError
+        An interrupted save left an old folder with files ``directory`` lacks (kept, named).
     """
     _check_model(model)
     if not isinstance(directory, str | os.PathLike):
@@ -186,16 +188,17 @@ def save_pretrained(model: PLDRLLM | GPT, directory: str | Path) -> Path:
         # The swap renames the folder; renaming a link would move the link and leave its target
         # with the old weights, so the target is swapped instead and the link keeps pointing at it.
         directory = directory.resolve()
-        if not directory.exists():
+        if not directory.exists() and not _aside_directory(directory).is_dir():  # else recovered
+            staged = staging_directory(directory)
+            keep = f"rename {staged}, a save interrupted before its move, to {directory.name}"
             raise ValueError(
                 f"directory {given} is a symbolic link to {directory}, which does not exist; "
-                "create that folder or save elsewhere"
+                f"{keep if staged.is_dir() else 'create that folder'} or save elsewhere"
             )
     recover_directory(directory)
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"directory {directory} exists and is not a folder")
-    staging = staging_directory(directory)
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = staging_directory(directory)  # recover_directory removed any left there
     if directory.is_dir():
         shutil.copytree(
             directory,
@@ -246,11 +249,8 @@ def write_pretrained(model: PLDRLLM | GPT, directory: Path) -> None:
             state[f"decoder.dec_layers.{i}.mha1.G_LM"] = eye
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     tensors = {k: v.cpu() for k, v in to_published(state, model.config).items()}
-    save_file(
-        tensors,
-        directory / WEIGHTS_NAME,
-        metadata={"format": "pt", CHECKSUM_KEY: _checksum(tensors)},
-    )
+    metadata = {"format": "pt", CHECKSUM_KEY: _checksum(tensors)}
+    save_file(tensors, directory / WEIGHTS_NAME, metadata=metadata)
 
 
 def _check_model(model: object) -> None:
@@ -276,8 +276,7 @@ def staging_directory(directory: Path) -> Path:
 
 def _aside_directory(directory: Path) -> Path:
     # where replace_directory keeps the old folder between its two moves
-    target = _swapped(directory)
-    return target.with_name(target.name + _ASIDE)
+    return (target := _swapped(directory)).with_name(target.name + _ASIDE)
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -310,11 +309,34 @@ def recover_directory(directory: Path) -> None:
     ``<directory>.kvattn-replaced`` folder means the kill came between the two moves: the staging
     folder was complete by then (the old one is moved aside only afterwards), so it is moved in;
     if it is gone the old folder is restored. A lone staging folder is an incomplete write and is
-    removed. For a symbolic link, its target is what was swapped."""
+    removed. For a symbolic link, its target is what was swapped.
+
+    Raises
+    ------
+    ValueError
+        A file or symbolic link at either sibling name (no leftover of a swap), before any move.
+    FileExistsError
+        The old folder moved aside holds files ``directory`` lacks (re-made by hand, say): kept.
+    """
     directory = _swapped(directory)
     staging, aside = staging_directory(directory), _aside_directory(directory)
+    for path in (staging, aside):  # rmtree cannot remove these, and a swap would fail halfway
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise ValueError(
+                f"{path} is a {'symbolic link' if path.is_symlink() else 'file'}, not a folder "
+                f"kvattn made: that name is reserved for replacing {directory}; move it away"
+            )
     if not directory.exists() and aside.is_dir():
         (staging if staging.is_dir() else aside).rename(directory)
+    # rglob lists links without following them; the aside folder may be gone by now
+    kept = [p.relative_to(aside) for p in aside.rglob("*") if not p.is_dir() or p.is_symlink()]
+    lost = sorted(str(name) for name in kept if not os.path.lexists(directory / name))
+    if lost:
+        raise FileExistsError(
+            f"{aside} holds {directory.name} as it was before an interrupted save, with files "
+            f"{directory} lacks ({', '.join(lost[:8])}): kept; move what you need, then delete it"
+            + (f" ({staging} holds the interrupted save)" if staging.is_dir() else "")
+        )
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(aside, ignore_errors=True)
 
@@ -370,12 +392,9 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
                 f"{WEIGHTS_NAME}, got the file {path}"
             )
         return path
-    looks_local = path.parent != Path(".") and path.parent.exists()
-    if (
-        looks_local
-        or str(path_or_hub_id).count("/") != 1
-        or str(path_or_hub_id).startswith((".", "/"))
-    ):
+    name = str(path_or_hub_id)
+    hub_like = name.count("/") == 1 and not name.startswith((".", "/"))
+    if not hub_like or (path.parent != Path(".") and path.parent.exists()):  # a local path
         raise FileNotFoundError(f"no checkpoint directory at {path}")
     # A mistyped local path reads as a hub id too: say first that the folder is missing.
     missing = f"no checkpoint directory at {path} (no folder {path.parent} here)"
@@ -383,20 +402,20 @@ def resolve_checkpoint(path_or_hub_id: str | Path, revision: str | None = None) 
         from huggingface_hub import snapshot_download
     except ImportError:
         raise FileNotFoundError(
-            f"{missing}; if {str(path_or_hub_id)!r} is a Hugging Face hub id, install "
+            f"{missing}; if {name!r} is a Hugging Face hub id, install "
             "huggingface_hub (pip install huggingface_hub) to download it"
         ) from None
     try:
         return Path(
             snapshot_download(
-                str(path_or_hub_id),
+                name,
                 revision=revision,
                 allow_patterns=[CONFIG_NAME, WEIGHTS_NAME, "tokenizer.model"],
             )
         )
     except (OSError, ValueError) as err:  # the hub's HTTP, cache and repo-id errors
         raise FileNotFoundError(
-            f"{missing}, and downloading {str(path_or_hub_id)!r} from the Hugging Face hub "
+            f"{missing}, and downloading {name!r} from the Hugging Face hub "
             f"failed: {type(err).__name__}: {err}"
         ) from err
 
@@ -418,6 +437,8 @@ def finish_interrupted_save(directory: Path) -> None:
         The folder to move in cannot be verified (both leftover folders named, nothing moved),
         or only a staging folder is left (a first save killed before its move: named, not
         moved, because :func:`recover_directory` treats it as incomplete).
+    FileExistsError
+        The old folder holds files the one moved in lacks (kept; see :func:`recover_directory`).
     """
     directory = Path(directory)
     staging, aside = staging_directory(directory), _aside_directory(directory)
@@ -597,6 +618,8 @@ def load_pretrained(
         No such directory (for a path that could be a hub id: and no huggingface_hub, or the
         download failed), or a missing file in it; an interrupted save whose staged checkpoint
         cannot be verified (both leftover folders named).
+    FileExistsError
+        An interrupted save's old folder holds files the checkpoint moved in lacks (kept, named).
     """
     device = _check_device(device)
     dtype = _check_dtype(dtype)
