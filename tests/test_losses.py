@@ -117,3 +117,37 @@ def test_a_training_step_can_skip_the_check_that_reads_the_targets():
         losses.lm_cross_entropy(logits, targets),
     )
     assert losses.lm_cross_entropy(logits, torch.zeros_like(targets), check_targets=False).isnan()
+
+
+def test_lm_cross_entropy_refuses_a_pad_id_beyond_int64():
+    """Audit NL01: pad_id=2**70 passed the int check and failed in torch with 'int too big to
+    convert', not naming pad_id. Ids are int64: a pad_id outside it is refused by name; the
+    int64 bounds themselves still work."""
+    logits, targets = _logits_targets()
+    for bad in (2**70, 2**63, -(2**63) - 1):
+        with pytest.raises(ValueError, match=rf"^pad_id must be an int64 id .*, got {bad}$"):
+            losses.lm_cross_entropy(logits, targets, pad_id=bad)
+    expected = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    for edge in (2**63 - 1, -(2**63)):
+        assert torch.equal(losses.lm_cross_entropy(logits, targets, pad_id=edge), expected)
+
+
+def test_lm_cross_entropy_takes_check_targets_as_a_bool_only():
+    """Audit NL02: check_targets='no' was taken as True (any truthy value), 0 as False."""
+    logits = torch.randn(2, 3, 5)
+    for bad in ("no", 0, 1, None):
+        with pytest.raises(
+            TypeError, match=rf"^check_targets must be a bool, got {type(bad).__name__}$"
+        ):
+            losses.lm_cross_entropy(logits, torch.zeros(2, 3, dtype=torch.long), check_targets=bad)
+
+
+def test_lm_cross_entropy_names_meta_targets_when_it_must_read_them():
+    """Audit NL04: meta tensors failed in torch's internals ('Tensor.item() cannot be called on
+    meta tensors'). The check that reads the targets refuses them by name; without it, the loss
+    is computed on shapes as torch does (a meta scalar)."""
+    logits, targets = _logits_targets()
+    with pytest.raises(ValueError, match=r"^targets are on the meta device, which holds no values"):
+        losses.lm_cross_entropy(logits.to("meta"), targets.to("meta"))
+    loss = losses.lm_cross_entropy(logits.to("meta"), targets.to("meta"), check_targets=False)
+    assert loss.device.type == "meta" and loss.shape == ()

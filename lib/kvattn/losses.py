@@ -19,7 +19,7 @@ import numbers
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_finite, check_square
+from ._checks import check_bool, check_finite, check_square
 
 Tensor = torch.Tensor
 
@@ -34,15 +34,18 @@ def lm_cross_entropy(
     ``check_targets=False`` skips the one check that reads the targets' values (that some target
     is not ``pad_id``), which costs a host synchronisation on a GPU: a training step whose batch
     is cut from a packed token stream always has targets, and a nan loss would stop it anyway.
+    Without the check, meta tensors give a meta loss (shapes only).
 
     Raises
     ------
     TypeError
         ``logits`` is not a floating-point tensor, ``targets`` not an int64 (or int32) tensor
-        (float ids would be truncated), or ``pad_id`` not an int (a bool included).
+        (float ids would be truncated), ``pad_id`` not an int (a bool included), or
+        ``check_targets`` not a bool.
     ValueError
-        The shapes are not ``[B, S, V]`` and ``[B, S]`` with B, S, V ≥ 1, or every target is
-        ``pad_id`` (the mean would be over no target: nan), unless ``check_targets`` is False.
+        The shapes are not ``[B, S, V]`` and ``[B, S]`` with B, S, V ≥ 1, or ``pad_id`` is
+        outside int64; unless ``check_targets`` is False, ``targets`` on the meta device (no
+        values to check) or every target ``pad_id`` (the mean would be over no target: nan).
     """
     if not isinstance(logits, Tensor) or not logits.is_floating_point():
         got = logits.dtype if isinstance(logits, Tensor) else type(logits).__name__
@@ -53,10 +56,18 @@ def lm_cross_entropy(
     # any integer, NumPy's included (F.cross_entropy takes them), but not a bool
     if not isinstance(pad_id, numbers.Integral) or isinstance(pad_id, bool):
         raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")
+    check_bool("check_targets", check_targets, typed=True)
+    if not -(2**63) <= pad_id < 2**63:  # torch compares ids as int64 (and overflows beyond)
+        raise ValueError(f"pad_id must be an int64 id in [-2**63, 2**63), got {pad_id}")
     if logits.ndim != 3 or targets.shape != logits.shape[:2] or 0 in logits.shape:
         raise ValueError(
             "logits must have shape [B, S, V] and targets [B, S] (B, S, V >= 1), got logits "
             f"{tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
+    if check_targets and targets.device.type == "meta":
+        raise ValueError(
+            "targets are on the meta device, which holds no values: the check that some target "
+            "is not pad_id reads them (check_targets=False skips it and gives a meta loss)"
         )
     if check_targets and not bool((targets != pad_id).any()):
         raise ValueError(f"every target is pad_id = {pad_id}: no loss to average")
