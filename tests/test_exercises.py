@@ -69,6 +69,17 @@ def test_a_crashing_solution_names_the_case_and_the_error():
         check("kv_memory", broken)
 
 
+@pytest.mark.parametrize("time_limit", [30.0, None])
+def test_a_solution_that_calls_sys_exit_fails_the_case(time_limit):
+    """Audit NE01: a reader's function calling sys.exit(3) raised SystemExit out of check (a
+    script exited with status 3, no case named). It fails the case like any other error."""
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"^kv_memory: case 'random, 5 tokens' raised SystemExit: 3 \(sys\.exit ends ",
+    ):
+        check("kv_memory", lambda x, K, V: sys.exit(3), time_limit=time_limit)
+
+
 def test_wrong_shape_and_type_are_reported():
     with pytest.raises(ExerciseFailed, match=r"expected shape \(5, 6\), got \(6, 5\)"):
         check("kv_memory", lambda x, K, V: (F.relu(x @ K.T) @ V).T)

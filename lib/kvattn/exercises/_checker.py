@@ -416,9 +416,9 @@ def _describe_args(args: tuple) -> str:
 def _run(
     fn: Callable, args: tuple, time_limit: float | None, where: str, inputs: str, returned: bool
 ) -> object:
-    """``fn(*args)`` under the time limit; the reader's exception or time-out becomes an
-    :class:`ExerciseFailed` naming the case (``where``) and, when ``returned``, that the function
-    the reader's function returned was the one that failed."""
+    """``fn(*args)`` under the time limit; the reader's exception (``SystemExit`` included) or
+    time-out becomes an :class:`ExerciseFailed` naming the case (``where``) and, when
+    ``returned``, that the function the reader's function returned was the one that failed."""
     who = "the function yours returned" if returned else "your function"
     try:
         return _call_with_time_limit(fn, args, time_limit)
@@ -434,9 +434,15 @@ def _run(
             f"{where}: {who} did not return within {time_limit:g} s (check's time_limit); an "
             f"endless loop, or a wait for something that never comes?{running}\n{inputs}"
         ) from None
-    except Exception as error:  # the reader's bug, reported with the case that caused it
+    # the reader's bug, reported with the case that caused it; sys.exit too, which would end a
+    # script with no case named (a KeyboardInterrupt still stops check)
+    except (Exception, SystemExit) as error:
         where = f"{where}: {who}" if returned else where
-        raise ExerciseFailed(f"{where} raised {type(error).__name__}: {error}\n{inputs}") from error
+        exits = isinstance(error, SystemExit)
+        hint = " (sys.exit ends the program: return a result)" if exits else ""
+        raise ExerciseFailed(
+            f"{where} raised {type(error).__name__}: {error}{hint}\n{inputs}"
+        ) from error
 
 
 def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed:
@@ -473,11 +479,12 @@ def check(name: str, fn: Callable, *, time_limit: float | None = 30.0) -> Passed
     ValueError
         ``time_limit`` is not positive and finite.
     ExerciseFailed
-        On the first case where ``fn`` raises, does not return within the time limit, returns a
-        wrong shape, type, dtype or device (a meta tensor, a numpy array, a list, None, …),
-        returns values that differ from the reference, or modifies its inputs (or, where a function
-        is the answer, returns something else, or a function that fails). The message names
-        the case and, when the output matches a known mistake, explains it.
+        On the first case where ``fn`` raises (``SystemExit`` from ``sys.exit`` included), does
+        not return within the time limit, returns a wrong shape, type, dtype or device (a meta
+        tensor, a numpy array, a list, None, …), returns values that differ from the reference,
+        or modifies its inputs (or, where a function is the answer, returns something else, or a
+        function that fails). The message names the case and, when the output matches a known
+        mistake, explains it.
     """
     if name not in EXERCISES:
         raise KeyError(f"unknown exercise {name!r}; known: {', '.join(EXERCISES)}")
