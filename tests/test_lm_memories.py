@@ -13,6 +13,7 @@ from kvattn.memories import (
     absorb_global_query,
     agreement,
     pattern_consistency,
+    slot_report,
     top_triggers,
     value_distributions,
 )
@@ -419,3 +420,47 @@ def test_tinylm_config_beta_reaches_the_swish_and_is_refused_elsewhere():
         TinyLMConfig(vocab_size=16, ffn="geglu", beta=2.0)
     with pytest.raises(ValueError, match="beta must be finite and >= 0"):
         TinyLMConfig(vocab_size=16, ffn="swiglu", beta=float("nan"))
+
+
+@pytest.fixture(scope="module")
+def slot_inputs(small_text):
+    """TokenData, and the triggers and values of layer 1 of a two-layer TinyLM over them."""
+    from kvattn.data import tokenize
+
+    data = tokenize(small_text, vocab_size=512)
+    torch.manual_seed(0)
+    cfg = TinyLMConfig(vocab_size=data.vocab_size, d_model=8, n_layers=2, n_heads=2, n_slots=6)
+    model = TinyLM(cfg).eval()
+    triggers = top_triggers(model, data.val[:400], layer=1, top_k=3)
+    return data, triggers, value_distributions(model, 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ({"slot": True}, ValueError, r"^slot must be an int >= 0, got True$"),  # NX40
+        ({"slot": 1.5}, ValueError, r"^slot must be an int >= 0, got 1\.5$"),  # NX41
+        ({"slot": 6}, ValueError, r"^slot must lie in \[0, 6\), got 6$"),
+        ({"context": -3}, ValueError, r"^context must be an int >= 0, got -3$"),  # NX42
+        ({"n_triggers": -1}, ValueError, r"^n_triggers must be an int >= 0, got -1$"),
+        ({"n_tokens": 2.0}, ValueError, r"^n_tokens must be an int >= 0, got 2\.0$"),
+        ({"n_tokens": 513}, ValueError, r"^n_tokens must be at most the vocabulary \(512\)"),
+        ({"layer": True}, ValueError, r"^layer must be an int >= 0, got True$"),
+        ({"layer": 0}, ValueError, r"^layer 0 is not the layer of the triggers \(1\)"),  # NX44
+        ({"triggers": "t"}, TypeError, r"^triggers must be a Triggers .*, got str$"),
+        ({"values": [[0.5, 0.5]]}, TypeError, r"^values must be a floating-point tensor"),
+        ({"values": torch.ones(5, 512)}, ValueError, r"^values must have shape \(6, V\)"),
+    ],
+)
+def test_slot_report_checks_every_argument_first(slot_inputs, change, error, match):
+    """Audit NX40-NX44: slot_report checked only the slot's range. A bool or float slot failed
+    deep in torch, a negative context gave empty contexts, and the layer, only a label, was not
+    checked against the triggers (a one-layer model's report said layer 5). Every argument is
+    now checked first, and the triggers record the layer top_triggers scanned."""
+    data, triggers, values = slot_inputs
+    args = {"triggers": triggers, "values": values, "layer": 1, "slot": 2} | change
+    with pytest.raises(error, match=match):
+        slot_report(data, **args)
+    assert triggers.layer == 1
+    report = slot_report(data, triggers, values, layer=1, slot=2, n_triggers=0, context=0)
+    assert (report.layer, report.slot, report.triggers) == (1, 2, [])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ._checks import check_int
 from .data import TokenData
 from .lm import TinyLM
 from .mlp import KeyValueMLP
@@ -29,11 +30,13 @@ class Triggers:
     ``coefficient[j, i]`` is the i-th largest memory coefficient of slot j over the scanned
     prefixes; ``position[j, i]`` the index in the scanned stream of that prefix's last token (so
     ``stream[position + 1]`` is the token that followed). Shapes ``(n_slots, top_k)``.
+    ``layer`` is the layer scanned (None when unknown, for triggers built by hand).
     """
 
     coefficient: Tensor
     position: Tensor
     stream: Tensor
+    layer: int | None = None
 
 
 @torch.no_grad()
@@ -74,7 +77,7 @@ def top_triggers(
             c, p = torch.cat([best_c, c], 1), torch.cat([best_p, p], 1)
         best_c, idx = c.topk(min(top_k, c.shape[1]), dim=1)
         best_p = p.gather(1, idx)
-    return Triggers(best_c.cpu(), best_p.cpu(), stream)
+    return Triggers(best_c.cpu(), best_p.cpu(), stream, layer)
 
 
 @torch.no_grad()
@@ -175,10 +178,52 @@ def slot_report(
     """Describe slot ``slot`` of ``layer`` (the compute function of the chapter's explorer).
 
     ``triggers`` and ``values`` are :func:`top_triggers` and :func:`value_distributions` of that
-    layer; ``context`` is the number of tokens shown before each trigger's last token.
+    layer; ``context`` is the number of tokens shown before each trigger's last token. At most
+    ``n_triggers`` examples (as many as ``triggers`` holds) and ``n_tokens`` tokens are shown.
+
+    Raises
+    ------
+    TypeError
+        ``triggers`` is not a :class:`Triggers`, or ``values`` not a floating-point tensor.
+    ValueError
+        ``values`` is not ``(n_slots, V)`` with the triggers' ``n_slots``; ``layer``, ``slot``,
+        ``n_triggers``, ``n_tokens`` or ``context`` is not an int ≥ 0 (a bool included);
+        ``slot`` ≥ n_slots; ``n_tokens`` > V; ``layer`` is not the layer the triggers were
+        computed for (when they record it). All before any work.
     """
-    if not 0 <= slot < values.shape[0]:
-        raise ValueError(f"slot must lie in [0, {values.shape[0]}), got {slot}")
+    if not isinstance(triggers, Triggers):
+        raise TypeError(
+            f"triggers must be a Triggers (from top_triggers), got {type(triggers).__name__}"
+        )
+    if not isinstance(values, Tensor) or not values.is_floating_point():
+        got = values.dtype if isinstance(values, Tensor) else type(values).__name__
+        raise TypeError(f"values must be a floating-point tensor (n_slots, V), got {got}")
+    n_slots = triggers.position.shape[0]
+    if values.ndim != 2 or values.shape[0] != n_slots:
+        raise ValueError(
+            f"values must have shape ({n_slots}, V), the triggers' {n_slots} slots, got "
+            f"{tuple(values.shape)}"
+        )
+    for name, value in (
+        ("layer", layer),
+        ("slot", slot),
+        ("n_triggers", n_triggers),
+        ("n_tokens", n_tokens),
+        ("context", context),
+    ):
+        check_int(name, value, low=0)
+    if slot >= n_slots:
+        raise ValueError(f"slot must lie in [0, {n_slots}), got {slot}")
+    if n_tokens > values.shape[1]:
+        raise ValueError(
+            f"n_tokens must be at most the vocabulary ({values.shape[1]}), got {n_tokens}"
+        )
+    if triggers.layer is not None and layer != triggers.layer:
+        # the layer is only a label here: a wrong one would mislabel the report
+        raise ValueError(
+            f"layer {layer} is not the layer of the triggers ({triggers.layer}); pass the layer "
+            "that top_triggers and value_distributions were given"
+        )
     stream = triggers.stream
     examples = []
     for i in range(min(n_triggers, triggers.position.shape[1])):
