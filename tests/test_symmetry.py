@@ -675,3 +675,47 @@ def test_trained_exchange_violation_per_slot_pools_to_the_layer_value():
     weights = (layer.act(a) * b).pow(2).sum(0)
     pooled = float((per * weights).sum() / weights.sum())
     assert pooled == pytest.approx(trained_exchange_violation(layer, x), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"extent": math.nan},
+            ValueError,
+            r"^extent must be a finite number > 0, got nan$",
+        ),  # NX20
+        ({"extent": 0.0}, ValueError, r"^extent must be a finite number > 0, got 0\.0$"),  # NX23
+        ({"extent": -1}, ValueError, r"^extent must be a finite number > 0, got -1$"),
+        ({"extent": math.inf}, ValueError, r"^extent must be a finite number > 0, got inf$"),
+        ({"extent": True}, ValueError, r"^extent must be a finite number > 0, got True$"),
+        ({"n": 0}, ValueError, r"^n must be an int >= 2, got 0$"),  # NX21
+        ({"n": 2.5}, ValueError, r"^n must be an int >= 2, got 2\.5$"),  # NX22
+        ({"n": True}, ValueError, r"^n must be an int >= 2, got True$"),
+        (
+            {"alphas": [0.5, 2.0]},
+            TypeError,
+            r"^alphas must be None or a 1-D floating-point",
+        ),  # NX25
+        (
+            {"alphas": torch.tensor([1, 2])},
+            TypeError,
+            r"floating-point tensor .*, got torch\.int64$",
+        ),
+        ({"alphas": torch.ones(2, 2)}, ValueError, r"^alphas must be a 1-D tensor of at least one"),
+        ({"alphas": torch.tensor([])}, ValueError, r"^alphas must be a 1-D tensor of at least one"),
+        ({"alphas": torch.tensor([0.5, 0.0])}, ValueError, r"^alphas must be finite and non-zero"),
+        ({"rho": 1.0}, ValueError, r"^rho must lie in \(−1, 1\), got 1\.0$"),
+    ],
+)
+def test_symmetry_profile_checks_every_argument_first(monkeypatch, kwargs, error, match):
+    """Audit NX20-NX25: extent, n and alphas were never checked. extent=nan gave an all-NaN map,
+    extent=0 a grid of zeros, n=0 or a list of alphas failed later in the explorer's figure and
+    n=2.5 in torch.linspace. Each is refused by name before any work (no quadrature runs)."""
+
+    def no_work(*args, **kw):
+        raise AssertionError("computed before the arguments were checked")
+
+    monkeypatch.setattr("kvattn.symmetry.exchange_violation_map", no_work)
+    with pytest.raises(error, match=match):
+        symmetry_profile("silu", **kwargs)

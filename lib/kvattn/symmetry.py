@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ._checks import check_int, is_real
 from .activations import Activation, resolve
 from .mlp import SlotMLP
 
@@ -530,8 +531,35 @@ def symmetry_profile(
 
     ``alphas`` defaults to 26 values of α, 13 positive ones log-spaced in [0.1, 10] and their
     negatives.
+
+    Raises
+    ------
+    TypeError
+        ``alphas`` is not None or a floating-point tensor.
+    ValueError
+        ``extent`` is not a finite number > 0, ``n`` not an int ≥ 2 (a bool included),
+        ``alphas`` not 1-D with at least one entry, all finite and non-zero, ρ outside
+        (−1, 1) or a non-finite ``mean``; an unknown ``act`` or a bad ``beta`` (see
+        :func:`kvattn.activations.resolve`). All before any work.
     """
     sigma = resolve(act, beta)
+    if not (is_real(extent) and extent > 0):  # nan gave an all-NaN map, 0 a grid of zeros
+        raise ValueError(f"extent must be a finite number > 0, got {extent!r}")
+    check_int("n", n, low=2)
+    if alphas is not None:
+        if not isinstance(alphas, Tensor) or not alphas.is_floating_point():
+            got = alphas.dtype if isinstance(alphas, Tensor) else type(alphas).__name__
+            raise TypeError(
+                "alphas must be None or a 1-D floating-point tensor such as "
+                f"torch.tensor([0.5, 2.0]), got {got}"
+            )
+        if alphas.ndim != 1 or len(alphas) == 0:
+            raise ValueError(
+                f"alphas must be a 1-D tensor of at least one α, got shape {tuple(alphas.shape)}"
+            )
+        if not bool((torch.isfinite(alphas) & (alphas != 0)).all()):
+            raise ValueError(f"alphas must be finite and non-zero, got {alphas.tolist()}")
+    _check_pair(rho, mean)
     grid = torch.linspace(-extent, extent, n, dtype=torch.float64)
     if alphas is None:
         pos = torch.logspace(-1, 1, 13, dtype=torch.float64)
