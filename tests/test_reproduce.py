@@ -482,3 +482,13 @@ def test_a_run_that_has_not_finished_is_not_shipped(tmp_path, monkeypatch):
     repro_files.check_finished_run(ckpt, TINY_RECIPE["steps"])
     with pytest.raises(repro_files.ReproduceError, match="has done 4 of its 6 steps"):
         repro_files.check_finished_run(ckpt, 6)
+
+
+def test_a_file_at_the_staging_name_is_refused_by_name(tmp_path):
+    """A file where the staging folder goes gave a bare FileExistsError from mkdir."""
+    target = tmp_path / "out" / "pldr_tiny"
+    target.parent.mkdir()
+    (tmp_path / "out" / "pldr_tiny.kvattn-staging").write_text("mine")
+    with pytest.raises(ValueError, match="kvattn-staging"):
+        repro_files.stage_folder(target)
+    assert (tmp_path / "out" / "pldr_tiny.kvattn-staging").read_text() == "mine"

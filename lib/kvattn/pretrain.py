@@ -532,7 +532,9 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
     ------
     FileExistsError, FileNotFoundError, ValueError
         As above (an existing run, no checkpoint to resume, a mismatched resume, a damaged or
-        incomplete checkpoint, an unwritable out_dir), before the tokenizer is trained; a corpus
+        incomplete checkpoint, an unwritable out_dir, a file at the checkpoint swap's reserved
+        names, an interrupted swap's old folder holding files the checkpoint lacks, kept; see
+        :func:`kvattn.checkpoint.recover_directory`), before the tokenizer is trained; a corpus
         other than the checkpoint's (its SHA-256), before too; probes the validation text cannot
         hold, before the tokenizer when a bound decides it, else after. out_dir is made only then.
     ValueError

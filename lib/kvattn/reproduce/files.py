@@ -14,7 +14,12 @@ from pathlib import Path
 import torch
 
 from .. import data
-from ..checkpoint import load_pretrained, replace_directory, staging_directory
+from ..checkpoint import (
+    load_pretrained,
+    recover_directory,
+    replace_directory,
+    staging_directory,
+)
 
 PROG = "kvattn-reproduce"
 #: The plans of chapter 5's experiments and chapter 11's collapse hunt, in ``data/plans/``.
@@ -140,9 +145,11 @@ def check_runs(run_dirs: Sequence[Path], overwrite: bool, resume: bool) -> None:
 def stage_folder(target: Path) -> Path:
     """A fresh, empty staging folder beside ``target``, to fill in full before
     :func:`kvattn.checkpoint.replace_directory` swaps it in (an old ``target`` survives any kill
-    until then)."""
+    until then). An interrupted earlier swap is repaired first, and a file or link that sits at
+    one of the swap's reserved names is refused by name
+    (:func:`kvattn.checkpoint.recover_directory`)."""
+    recover_directory(target)
     staging = staging_directory(target)
-    shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     return staging
 
