@@ -554,3 +554,182 @@ def test_figures_take_the_nested_lists_they_accept_as_tensors():
     assert fig.data[0].zmax == 3.0 and list(fig.data[1].z[0]) == [1.0, 1.0]  # sym(B_o)
     same = explorers.interaction.figure(torch.tensor(B), ["a", "b"], ["o"], torch.tensor(target))
     assert same.to_plotly_json() == fig.to_plotly_json()
+
+
+# -- the second audit's plot cases (NX…): flags, log axes, names and the explorers' profiles ------
+
+
+def _flag_calls(flag: object) -> list:
+    """Every figure that takes a bool flag, called with ``flag`` in one of its flags."""
+    grid = torch.arange(2.0)
+    panel = {"p": torch.ones(2, 2)}
+    frames = {"a": {"s": [1.0, 2.0]}}
+    curves = {"a": ([1, 2], [0.5, 0.25])}
+    return [
+        (lambda: plots.line_plot([1, 2], {"a": [1, 2]}, log_x=flag, **LINE), "log_x"),
+        (lambda: plots.line_plot([1, 2], {"a": [1, 2]}, log_y=flag, **LINE), "log_y"),
+        (lambda: plots.loss_curves({"a": History([1], [0.5])}, title="t", log_y=flag), "log_y"),
+        (lambda: plots.heatmap_grid(panel, x=grid, y=grid, symmetric=flag, **LINE), "symmetric"),
+        (
+            lambda: plots.heatmap_grid(panel, x=grid, y=grid, shared_scale=flag, **LINE),
+            "shared_scale",
+        ),
+        (lambda: plots.line_slider([1, 2], {}, frames, prefix="", log_x=flag, **LINE), "log_x"),
+        (lambda: plots.line_slider([1, 2], {}, frames, prefix="", log_y=flag, **LINE), "log_y"),
+        (lambda: plots.run_curves(curves, log_y=flag, **LINE), "log_y"),
+        (lambda: plots.collapse_trajectories(_trajectories(), log_y=flag), "log_y"),
+        (lambda: explorers.twirl.figure({2: torch.eye(4)}, interleaved=flag), "interleaved"),
+    ]
+
+
+@pytest.mark.parametrize("flag", ["no", 0, 1, None, np.float64(1.0)])
+def test_every_figure_flag_must_be_a_bool(flag):
+    """NX01: line_plot(log_x='no') drew a logarithmic axis (any truthy value counted as True, and
+    0 or '' as False)."""
+    for call, name in _flag_calls(flag):
+        with pytest.raises(TypeError, match=rf"^{name} must be a bool, got {type(flag).__name__}$"):
+            call()
+    for call, _ in _flag_calls(False):  # the bools themselves still draw
+        assert isinstance(call(), go.Figure)
+
+
+def test_line_plot_and_line_slider_refuse_what_a_log_axis_would_drop():
+    """NX02: line_plot(log_y=True) kept a 0, which plotly does not draw (loss_curves and
+    run_curves refused the same input)."""
+    with pytest.raises(
+        ValueError, match=r"^series 'a' must be positive on a logarithmic axis, got 0.0 at index 0$"
+    ):
+        plots.line_plot([1, 2, 3], {"a": [0.0, 1, 2]}, log_y=True, **LINE)
+    with pytest.raises(ValueError, match=r"^series 'b' must be positive .*, got -1.0 at index 2$"):
+        plots.line_plot([1, 2, 3], {"a": [1, 2, 3], "b": [1, 2, -1]}, log_y=True, **LINE)
+    with pytest.raises(
+        ValueError,
+        match=r"^fixed series 'f' must be positive on a logarithmic axis, got 0.0 at index 1$",
+    ):
+        plots.line_slider(
+            [1, 2], {"f": [1, 0]}, {"a": {"s": [1, 2]}}, prefix="", log_y=True, **LINE
+        )
+    with pytest.raises(ValueError, match=r"^frame 'b' series 's' must be positive .* at index 0$"):
+        plots.line_slider(
+            [1, 2], {}, {"a": {"s": [1, 2]}, "b": {"s": [0, 2]}}, prefix="", log_y=True, **LINE
+        )
+    # a linear axis draws them
+    linear = plots.line_plot([1, 2, 3], {"a": [0.0, -1, 2]}, **LINE)
+    assert list(linear.data[0].y) == [0.0, -1.0, 2.0]
+    sliding = plots.line_slider([1, 2], {}, {"a": {"s": [0, -2]}}, prefix="", **LINE)
+    assert list(sliding.frames[0].data[0].y) == [0.0, -2.0]
+
+
+def test_points_with_errors_refuse_repeated_names_and_check_colours():
+    """NX03: two points named 'a' shared one x and overlapped without a word. NX04: a colour
+    plotly does not know gave its validator's page-long message."""
+    with pytest.raises(ValueError, match=r"^names must be distinct: 'a' is at index 0 and 2 "):
+        plots.points_with_errors(["a", "b", "a"], [1.0, 2.0, 3.0], title="t", yaxis="y")
+    for colors, error, match in [
+        ([None, 5], TypeError, r"^colors\[1\] must be a colour \(a str\) or None, got int 5$"),
+        (
+            ["red", "nocolour"],
+            ValueError,
+            r"^colors\[1\] must be a colour plotly knows .*'nocolour'",
+        ),
+        (["#12345", "red"], ValueError, r"^colors\[0\] must be a colour plotly knows .*'#12345'$"),
+        ("ab", TypeError, r"^colors must be a sequence, got str$"),
+    ]:
+        with pytest.raises(error, match=match):
+            plots.points_with_errors(["a", "b"], [1.0, 2.0], title="t", yaxis="y", colors=colors)
+    # None in the list: that name's house colour (the default blue for a name without one)
+    fig = plots.points_with_errors(
+        ["swiglu", "zzz", "c"], [1.0, 2.0, 3.0], title="t", yaxis="y", colors=[None, None, "red"]
+    )
+    assert list(fig.data[0].marker.color) == ["#D55E00", "#0072B2", "red"]
+    for call in [
+        lambda: plots.line_plot([1], {"a": [1]}, colors={"a": 5}, **LINE),
+        lambda: plots.line_slider([1], {}, {"f": {"a": [1]}}, prefix="", colors={"a": 5}, **LINE),
+    ]:
+        with pytest.raises(TypeError, match=r"^colors\['a'\] must be a colour \(a str\) or None"):
+            call()
+
+
+def test_dose_response_takes_only_positive_real_betas():
+    """NX05: a β of True was labelled 'β = 1'. NX06: a negative β was drawn (Swish-β needs
+    β > 0)."""
+    v, y = [[0.0, 0.2], [0.4, 0.6]], [[3.0, 3.2], [2.9, 3.3]]
+    with pytest.raises(TypeError, match=r"^betas must hold numbers, got bool True at index 0$"):
+        plots.dose_response([True, 2], v, y, title="t")
+    for betas, bad in [([-1, 2], "-1 at index 0"), ([0.5, 0.0], "0.0 at index 1")]:
+        with pytest.raises(ValueError, match=rf"^betas must be > 0 \(a Swish-β\), got {bad}$"):
+            plots.dose_response(betas, v, y, title="t")
+    # numpy would read the str '4' as the number 4
+    with pytest.raises(TypeError, match=r"^betas must hold numbers, got str '4' at index 1$"):
+        plots.dose_response([0.5, "4"], v, y, title="t")
+
+
+def test_loss_curves_need_increasing_steps():
+    """NX07: steps [0, 0, 0] drew a vertical line."""
+    with pytest.raises(
+        ValueError, match=r"^steps of 'a' must increase, got 0.0 then 0.0 at index 1$"
+    ):
+        plots.loss_curves({"a": History(steps=[0, 0, 0], loss=[3.0, 2.0, 1.0])}, title="t")
+    with pytest.raises(
+        ValueError, match=r"^steps of 'b' must increase, got 5.0 then 2.0 at index 2$"
+    ):
+        plots.loss_curves(
+            {"a": History([1], [1.0]), "b": History([1, 5, 2], [3.0, 2.0, 1.0])}, title="t"
+        )
+
+
+def test_collapse_trajectories_draw_an_exact_zero_at_a_marked_floor():
+    """NX11: with log_y an exact 0 of a per-layer measure (collapse itself) was kept and plotly
+    did not draw it: the point of collapse vanished from the figure. Now it is drawn at a floor
+    one decade below the panel's smallest positive value, as a cross in the layer's colour whose
+    legend and hover say 'exactly 0', where the layer's line stops; a negative value (no measure
+    is negative) is refused."""
+    probes = _trajectories()
+    probes["G_order_rms"][2] = [0.0, 0.0]  # both layers collapse at the last step
+    probes["A_row_spread"][1][1] = 0.0
+    fig = plots.collapse_trajectories(probes)
+    rms = [t for t in fig.data if t.xaxis == "x2" and t.legendgroup and "layer" in t.legendgroup]
+    assert [list(t.y) for t in rms] == [[0.1, 0.01, None], [0.2, 0.02, None]]
+    zeros = [t for t in fig.data if t.name and t.name.startswith("exactly 0")]
+    assert len(zeros) == 2  # one per panel with zeros, one legend entry for them all
+    assert [t.showlegend for t in zeros] == [True, False]
+    # G_order_rms is 10^-(i + 1) (j + 1): its smallest positive value left, 0.01, sits in the
+    # decade of 0.01, so the floor is 0.001
+    assert zeros[0].xaxis == "x2" and list(zeros[0].x) == [4, 4] and list(zeros[0].y) == [1e-3] * 2
+    assert list(zeros[0].text) == ["layer 0: exactly 0", "layer 1: exactly 0"]
+    assert list(zeros[0].marker.color) == list(plots.LAYER_COLORS[:2])
+    assert "drawn at %{y}" in zeros[0].hovertemplate and zeros[0].marker.symbol == "x"
+    # A_row_spread is 10^-(i + 4) (j + 1): smallest positive 1e-6, floor 1e-7
+    assert zeros[1].xaxis == "x5" and list(zeros[1].x) == [2] and list(zeros[1].y) == [1e-07]
+    assert list(zeros[1].text) == ["layer 1: exactly 0"]
+    # a linear axis draws the zeros themselves, and adds nothing
+    linear = plots.collapse_trajectories(probes, log_y=False)
+    assert len(linear.data) == 5 * 2 + 3
+    assert list(linear.data[2].y) == [0.1, 0.01, 0.0] and list(linear.data[3].y) == [0.2, 0.02, 0.0]
+    # a panel that is all zeros has no decade to go below: its floor is 1
+    probes = _trajectories()
+    probes["G_spread"] = [[0.0, 0.0] for _ in range(3)]
+    fig = plots.collapse_trajectories(probes)
+    (zeros,) = [t for t in fig.data if t.name and t.name.startswith("exactly 0")]
+    assert zeros.xaxis == "x3" and list(zeros.y) == [1.0] * 6
+    probes = _trajectories()
+    probes["A_sigma_ratio"][0][1] = -0.5
+    with pytest.raises(
+        ValueError,
+        match=r"^probes\['A_sigma_ratio'\]\[0\]\[1\] must be ≥ 0 on a logarithmic axis \(the "
+        r"measure is a size\), got -0.5$",
+    ):
+        plots.collapse_trajectories(probes)
+    assert list(plots.collapse_trajectories(probes, log_y=False).data[6].y) == [
+        0.001,
+        0.0001,
+        1e-05,
+    ]
+
+
+def test_collapse_trajectories_without_zeros_are_drawn_as_before():
+    """The drawn floor appears only where there is an exact 0: the shipped trajectories hold none,
+    and their figures keep their traces."""
+    fig = plots.collapse_trajectories(_trajectories())
+    assert len(fig.data) == 5 * 2 + 3
+    assert not any(t.name and t.name.startswith("exactly 0") for t in fig.data)

@@ -18,6 +18,7 @@ import sentencepiece as spm
 import torch
 from plotly.subplots import make_subplots
 
+from .._checks import check_bool
 from ..diagnostics import commutant_projection, commutant_residual, twirl
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items, _require_number
@@ -30,8 +31,10 @@ def figure(densities: Mapping[int, torch.Tensor], interleaved: bool = True) -> g
     normalised density A0/S (left) and its projection onto the RoPE commutant (right).
 
     ``densities`` maps each length S ≥ 1 to a finite ``(d_k, d_k)`` matrix (a tensor); anything
-    else raises ValueError (TypeError for a length that is no int or a matrix that is no tensor).
+    else raises ValueError (TypeError for a length that is no int, a matrix that is no tensor or
+    an ``interleaved`` that is not a bool).
     """
+    check_bool("interleaved", interleaved, typed=True)
     _require_items("densities", densities, container=Mapping)
     for S, A in densities.items():
         _require_number("sequence length S", S, 1, integer=True)

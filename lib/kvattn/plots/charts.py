@@ -8,14 +8,24 @@ figure in the house style (:mod:`kvattn.plots.style`); nothing here trains or me
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Real
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .checks import _require_array, _require_items, _require_length, _require_number
-from .style import LAYOUT, _round, color, log_axis, slider
+from .._checks import check_bool
+from .checks import (
+    _require_array,
+    _require_color,
+    _require_color_map,
+    _require_distinct,
+    _require_items,
+    _require_length,
+    _require_number,
+)
+from .style import LAYOUT, _frame_names, _round, color, log_axis, slider
 
 
 def line_plot(
@@ -32,15 +42,28 @@ def line_plot(
 ) -> go.Figure:
     """One line per entry of ``series`` against the shared ``x``.
 
-    With no series it is an empty, styled figure to add traces to. Raises ValueError when a
-    series' length differs from ``x``'s, a value is not finite, an ``x`` is not positive on a
-    logarithmic x axis, or ``height`` < 1. (On a logarithmic y axis a value ≤ 0, such as an exact
-    zero, has no place and is not drawn.)
+    With no series it is an empty, styled figure to add traces to. ``colors`` maps a series to
+    its colour (missing or None: the house colour of its name). On a logarithmic axis every value
+    must be positive: plotly would drop a 0 or a negative value without a word (use a linear
+    axis for values that can be 0).
+
+    Raises
+    ------
+    TypeError
+        ``log_x`` or ``log_y`` is not a bool, ``series`` or ``colors`` is not a mapping, or a
+        colour is not a str.
+    ValueError
+        A series' length differs from ``x``'s, a value is not finite, an ``x`` (with ``log_x``)
+        or a series' value (with ``log_y``) is not positive (the message names the series, the
+        value and its index), a colour is one plotly does not know, or ``height`` < 1.
     """
+    check_bool("log_x", log_x, typed=True)
+    check_bool("log_y", log_y, typed=True)
     xs = _require_array("x", x, 1, positive=log_x)
     _require_items("series", series, container=Mapping, empty=True)
     for name, y in series.items():
-        _require_array(f"series {name!r}", y, xs.shape, "one value per x")
+        _require_array(f"series {name!r}", y, xs.shape, "one value per x", positive=log_y)
+    _require_color_map(colors)
     _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, y in series.items():
@@ -74,12 +97,15 @@ def loss_curves(
     Raises
     ------
     TypeError
-        ``histories`` is not a mapping, or a record has no ``steps`` and ``loss``.
+        ``histories`` is not a mapping, a record has no ``steps`` and ``loss``, or ``log_y`` is
+        not a bool.
     ValueError
-        No records, a record whose ``loss`` and ``steps`` differ in length, a loss that is not
-        finite, or not positive with ``log_y`` (the message names the record, the value and its
-        index), or ``height`` < 1.
+        No records, a record whose ``loss`` and ``steps`` differ in length, steps that do not
+        increase (a repeated step would draw a vertical line), a loss that is not finite, or not
+        positive with ``log_y`` (the message names the record, the value and its index), or
+        ``height`` < 1.
     """
+    check_bool("log_y", log_y, typed=True)
     _require_items("histories", histories, container=Mapping)
     for name, h in histories.items():
         if not (hasattr(h, "steps") and hasattr(h, "loss")):
@@ -87,6 +113,12 @@ def loss_curves(
                 f"histories[{name!r}] must be a History (steps, loss), got {type(h).__name__}"
             )
         steps = _require_array(f"steps of {name!r}", h.steps, 1)
+        back = np.diff(steps) <= 0
+        if back.any():
+            i = int(np.argmax(back)) + 1
+            raise ValueError(
+                f"steps of {name!r} must increase, got {steps[i - 1]} then {steps[i]} at index {i}"
+            )
         _require_array(f"loss of {name!r}", h.loss, steps.shape, "one per step", positive=log_y)
     _require_number("height", height, 1, integer=True)
     fig = go.Figure()
@@ -124,8 +156,11 @@ def heatmap_grid(
     ``shared_scale`` (otherwise each panel has its own range, shown on hover).
 
     Raises ValueError when ``panels`` is empty, ``x`` or ``y`` is empty, a panel's shape is not
-    ``(len(y), len(x))``, a value is not finite, or ``cols`` or ``height`` < 1.
+    ``(len(y), len(x))``, a value is not finite, or ``cols`` or ``height`` < 1; TypeError when
+    ``symmetric`` or ``shared_scale`` is not a bool.
     """
+    check_bool("symmetric", symmetric, typed=True)
+    check_bool("shared_scale", shared_scale, typed=True)
     xs, ys = _require_array("x", x, 1), _require_array("y", y, 1)
     if xs.size == 0 or ys.size == 0:
         raise ValueError(f"x and y must not be empty, got {xs.size} x and {ys.size} y values")
@@ -184,9 +219,14 @@ def line_slider(
     switches between. ``frames`` maps each slider label to its series (same names in every frame).
 
     Raises ValueError when ``frames`` is empty, frames name different series, a series' length
-    differs from ``x``'s, a value is not finite, an ``x`` is not positive on a logarithmic x
-    axis, or ``height`` < 1; TypeError when a frame is not a mapping of series.
+    differs from ``x``'s, a value is not finite, an ``x`` (with ``log_x``) or a series' value
+    (with ``log_y``) is not positive (plotly would drop it from the logarithmic axis), a colour
+    is one plotly does not know, or ``height`` < 1; TypeError when a frame is not a mapping of
+    series, ``log_x`` or ``log_y`` is not a bool, or a colour is not a str. Frames are named by
+    their labels, or "index: label" where two labels read alike (so that each stays reachable).
     """
+    check_bool("log_x", log_x, typed=True)
+    check_bool("log_y", log_y, typed=True)
     xs = _require_array("x", x, 1, positive=log_x)
     labels = _require_items("frames", frames, container=Mapping)
     for label, series in frames.items():
@@ -200,7 +240,10 @@ def line_slider(
     _require_items("fixed", fixed, container=Mapping, empty=True)
     for where, series in [("fixed", fixed), *((f"frame {k!r}", v) for k, v in frames.items())]:
         for name, y in series.items():
-            _require_array(f"{where} series {name!r}", y, xs.shape, "one value per x")
+            _require_array(
+                f"{where} series {name!r}", y, xs.shape, "one value per x", positive=log_y
+            )
+    _require_color_map(colors)
     _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, y in fixed.items():
@@ -225,20 +268,21 @@ def line_slider(
                 line=dict(color=(colors or {}).get(name) or color(name), width=3),
             )
         )
+    names = _frame_names(labels)
     fig.frames = [
         go.Frame(
-            name=label,
+            name=name,
             data=[go.Scatter(y=_round(frames[label][n], 6), name=n) for n in first],
             traces=list(range(n_fixed, n_fixed + len(first))),
         )
-        for label in labels
+        for name, label in zip(names, labels, strict=True)
     ]
     fig.update_layout(
         title=title,
         xaxis_title=xaxis,
         yaxis_title=yaxis,
         height=height,
-        sliders=[slider(labels, labels, prefix)],
+        sliders=[slider(names, labels, prefix)],
         **LAYOUT,
     )
     if log_x:
@@ -259,18 +303,30 @@ def points_with_errors(
     height: int = 380,
 ) -> go.Figure:
     """One point per name with optional symmetric error bars (a dot plot: unlike bars on a
-    truncated axis, it does not exaggerate small differences).
+    truncated axis, it does not exaggerate small differences). ``colors``: one per name (None
+    in the list, or no list: the house colour of the name, or the default blue).
 
-    Raises ValueError when ``names`` is empty, ``means``, ``errors`` or ``colors`` do not match
-    ``names`` one to one, a mean or error is not finite, an error is negative, or ``height`` < 1.
+    Raises
+    ------
+    TypeError
+        ``names`` or ``colors`` is not a sequence, or a colour is neither a str nor None.
+    ValueError
+        ``names`` is empty or repeats a name (the two points would share one x and overlap),
+        ``means``, ``errors`` or ``colors`` do not match ``names`` one to one, a mean or error is
+        not finite, an error is negative, a colour is one plotly does not know, or ``height`` < 1.
     """
     n = len(_require_items("names", names))
+    _require_distinct("names", names, "points of one name share one x and would overlap")
     _require_array("means", means, (n,), "one per name")
     if errors is not None:
         _require_array("errors", errors, (n,), "one per name", nonnegative=True)
     if colors is not None:
-        _require_length("colors", colors, n, "name")
+        _require_length("colors", _require_items("colors", colors, empty=True), n, "name")
+        for i, c in enumerate(colors):
+            if c is not None:
+                _require_color(f"colors[{i}]", c)
     _require_number("height", height, 1, integer=True)
+    default = [color(name) or "#0072B2" for name in names]
     fig = go.Figure(
         go.Scatter(
             x=list(names),
@@ -278,7 +334,9 @@ def points_with_errors(
             mode="markers",
             marker=dict(
                 size=12,
-                color=list(colors) if colors else [color(n) or "#0072B2" for n in names],
+                color=default
+                if colors is None
+                else [d if c is None else c for c, d in zip(colors, default, strict=True)],
             ),
             # one colour for every bar: plotly would take the markers' colour list, which error bars
             # cannot use (the browser logs "Invalid color specifier" and draws them black)
@@ -385,12 +443,19 @@ def dose_response(
     ``violation[i][s]`` and ``final[i][s]`` are the trained layer's violation and its final loss
     (nats/token) at ``betas[i]`` and seed s.
 
-    Raises ValueError when ``betas`` is empty, the two tables are not ``(len(betas), seeds)``
-    with at least 2 seeds, or a value (β included) is not finite; TypeError when a β is no
-    number.
+    Raises ValueError when ``betas`` is empty, a β is not > 0 (Swish-β is defined for β > 0), the
+    two tables are not ``(len(betas), seeds)`` with at least 2 seeds, or a value (β included) is
+    not finite; TypeError when a β is no number (a bool or a str included: it would be drawn as
+    1 or read as a number).
     """
-    n = len(_require_items("betas", betas))
-    _require_array("betas", betas, 1)
+    listed = _require_items("betas", betas)
+    n = len(listed)
+    for i, b in enumerate(listed):
+        if isinstance(b, bool) or not isinstance(b, Real):
+            raise TypeError(f"betas must hold numbers, got {type(b).__name__} {b!r} at index {i}")
+    if (_require_array("betas", betas, 1) <= 0).any():
+        i = next(i for i, b in enumerate(listed) if b <= 0)
+        raise ValueError(f"betas must be > 0 (a Swish-β), got {listed[i]!r} at index {i}")
     v = _require_array("violation", violation, 2, "one row per β, one column per seed")
     if v.shape[0] != n:
         raise ValueError(f"violation has {v.shape[0]} rows, expected one per β ({n})")
@@ -452,13 +517,14 @@ def run_curves(
     Raises
     ------
     TypeError
-        ``curves`` is not a mapping of pairs.
+        ``curves`` is not a mapping of pairs, or ``log_y`` is not a bool.
     ValueError
         No runs, a run with no points, a run whose x and y differ in length or hold a non-finite
         value, a y that is not positive with ``log_y`` (the message names the run, the value and
         its index), a threshold that is not (finite number, str) or not positive on a
         logarithmic axis, or ``height`` < 1.
     """
+    check_bool("log_y", log_y, typed=True)
     _require_items("curves", curves, container=Mapping)
     _require_number("height", height, 1, integer=True)
     drawn = {}

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence, Sized
 from numbers import Integral, Real
 
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 from .._checks import is_real
@@ -141,3 +142,42 @@ def _require_value(name: str, value: object) -> float | None:
     if not is_real(value):
         raise ValueError(f"{name} must be a finite number or null, got {value!r}")
     return float(f"{float(value):.4g}")  # four significant digits: values span many decades
+
+
+def _require_distinct(name: str, items: Sequence[object], why: str) -> None:
+    """No item of ``items`` repeats; ``why`` says what a repeat would hide (plotly puts equal
+    names at one place: a categorical x, a frame)."""
+    first: dict[object, int] = {}
+    for i, item in enumerate(items):
+        if item in first:
+            raise ValueError(
+                f"{name} must be distinct: {item!r} is at index {first[item]} and {i} ({why})"
+            )
+        first[item] = i
+
+
+def _require_color(name: str, value: object) -> None:
+    """``value`` is a colour plotly draws: a str such as ``'#0072B2'``, ``'rgb(0, 114, 178)'`` or
+    a CSS name (plotly's own validator says which; its error is a page long, so this one names
+    the argument)."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name} must be a colour (a str) or None, got {type(value).__name__} {value!r:.80}"
+        )
+    try:
+        go.scatter.Marker(color=value)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a colour plotly knows ('#rrggbb', 'rgb(r, g, b)' or a CSS name such "
+            f"as 'red'), got {value!r:.80}"
+        ) from None
+
+
+def _require_color_map(colors: object) -> None:
+    """``colors`` is None or a mapping of names to colours (None: the name's house colour)."""
+    if colors is None:
+        return
+    _require_items("colors", colors, container=Mapping, empty=True)
+    for name, value in colors.items():
+        if value is not None:
+            _require_color(f"colors[{name!r}]", value)

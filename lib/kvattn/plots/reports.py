@@ -4,12 +4,14 @@ collapse measures that pre-training probes (:func:`kvattn.diagnostics.collapse.l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .._checks import check_bool
 from ..benchmark import BARS, Ratio
 from .checks import _require_items, _require_number, _require_value
 from .style import LAYER_COLORS, LAYOUT
@@ -121,6 +123,28 @@ _COLLAPSE_FUNCTIONAL = (
 )
 
 
+def _zeros_at_floor(
+    x: list, rows: list[list[float | None]], zeros: list[tuple[int, int]], legend: bool
+) -> go.Scatter:
+    """The exact zeros ``(step index, layer)`` of one panel's ``rows`` as crosses at its floor:
+    one decade below the decade of the smallest positive value (1 when there is none)."""
+    positive = [v for row in rows for v in row if v is not None and v > 0]
+    floor = float(f"1e{math.floor(math.log10(min(positive))) - 1}") if positive else 1.0
+    return go.Scatter(
+        x=[x[i] for i, _ in zeros],
+        y=[floor] * len(zeros),
+        mode="markers",
+        name="exactly 0 (drawn at the axis floor)",
+        legendgroup="exactly 0",
+        showlegend=legend,
+        marker=dict(
+            symbol="x", size=9, color=[LAYER_COLORS[j % len(LAYER_COLORS)] for _, j in zeros]
+        ),
+        text=[f"layer {j}: exactly 0" for _, j in zeros],
+        hovertemplate="step %{x}: %{text}, drawn at %{y}<extra></extra>",
+    )
+
+
 def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 620) -> go.Figure:
     """The collapse measures of a pre-training run against the step: one panel per measure
     family, a line per layer (the mean over heads), and a last panel with the G_LM
@@ -130,18 +154,24 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
     (or ``PretrainResult.probes``): ``step`` (ints, increasing) and, for each per-layer measure of
     :data:`kvattn.diagnostics.collapse.COLLAPSE_LAYER_MEASURES`, one list of L numbers per step,
     for each whole-model one a number per step; ``None`` (undefined) is drawn as a gap.
-    ``log_y``: the five per-layer panels on logarithmic axes (collapse spans decades; an exact 0
-    is not drawn there).
+    ``log_y``: the five per-layer panels on logarithmic axes (collapse spans decades). A log axis
+    has no place for 0, and plotly would drop the point without a word, yet an exact 0 is
+    collapse itself: it is drawn at the panel's floor, one decade below the decade of its
+    smallest positive value (1 if it has none), as a cross in the layer's colour, where the
+    layer's line stops; the crosses' legend entry says "exactly 0" and their hover gives the layer
+    and the floor. Figures without an exact 0 have no such trace.
 
     Raises
     ------
     TypeError
-        ``probes`` is not a mapping.
+        ``probes`` is not a mapping, or ``log_y`` is not a bool.
     ValueError
         No steps, steps that are not increasing ints ≥ 0, a missing measure, a measure without
         one entry per step or with a different number of layers, a value that is neither a
-        finite number nor None, or ``height`` < 1.
+        finite number nor None, a negative per-layer value with ``log_y`` (the measures are
+        sizes, and a log axis would drop it), or ``height`` < 1.
     """
+    check_bool("log_y", log_y, typed=True)
     _require_items("probes", probes, container=Mapping)
     _require_number("height", height, 1, integer=True)
     needed = ["step", *_COLLAPSE_PANELS, *(n for n, *_ in _COLLAPSE_FUNCTIONAL)]
@@ -176,6 +206,13 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
             [_require_value(f"probes[{name!r}][{i}][{j}]", v) for j, v in enumerate(row)]
             for i, row in enumerate(rows)
         ]
+        for i, row in enumerate(per_layer[name] if log_y else []):
+            for j, v in enumerate(row):
+                if v is not None and v < 0:
+                    raise ValueError(
+                        f"probes[{name!r}][{i}][{j}] must be ≥ 0 on a logarithmic axis (the "
+                        f"measure is a size), got {probes[name][i][j]!r}"
+                    )
     functional = {}
     for name, *_ in _COLLAPSE_FUNCTIONAL:
         values = probes[name]
@@ -193,12 +230,20 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
         horizontal_spacing=0.08,
     )
     x = list(steps)
+    zeros_shown = False
     for k, name in enumerate(_COLLAPSE_PANELS):
+        zeros = [
+            (i, j) for i, row in enumerate(per_layer[name]) for j, v in enumerate(row) if v == 0
+        ]
+        zeros = zeros if log_y else []  # a linear axis draws 0 itself
         for layer in range(layers):
             fig.add_trace(
                 go.Scatter(
                     x=x,
-                    y=[row[layer] for row in per_layer[name]],
+                    # the line stops where the measure is exactly 0: its cross is drawn below
+                    y=[
+                        None if zeros and row[layer] == 0 else row[layer] for row in per_layer[name]
+                    ],
                     mode="lines+markers",
                     name=f"layer {layer}",
                     legendgroup=f"layer {layer}",
@@ -209,6 +254,11 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
                 k // 3 + 1,
                 k % 3 + 1,
             )
+        if zeros:
+            fig.add_trace(
+                _zeros_at_floor(x, per_layer[name], zeros, not zeros_shown), k // 3 + 1, k % 3 + 1
+            )
+            zeros_shown = True
         if log_y:
             fig.update_yaxes(type="log", exponentformat="power", row=k // 3 + 1, col=k % 3 + 1)
     for name, label, c, dash in _COLLAPSE_FUNCTIONAL:

@@ -70,6 +70,15 @@ def _short(label: str) -> str:
     return label.split("=")[-1].rstrip(")") if "=" in label else label
 
 
+def _frame_names(names: Sequence[object]) -> list:
+    """``names`` as they are when no two read alike, else each prefixed with its index ("0: o"):
+    plotly keys frames by name (as a str), so a repeated name would make a slider entry show
+    another's frame. Distinct names stay as they were, so a figure's frames keep their names."""
+    if len({str(n) for n in names}) == len(names):
+        return list(names)
+    return [f"{i}: {n}" for i, n in enumerate(names)]
+
+
 def slider(frame_names: Sequence[str], labels: Sequence[str], prefix: str) -> dict:
     """A plotly slider that jumps (no animation) between the named frames, one label per frame.
 
