@@ -733,3 +733,169 @@ def test_collapse_trajectories_without_zeros_are_drawn_as_before():
     fig = plots.collapse_trajectories(_trajectories())
     assert len(fig.data) == 5 * 2 + 3
     assert not any(t.name and t.name.startswith("exactly 0") for t in fig.data)
+
+
+def _symmetry(**change) -> SymmetryProfile:
+    """A well-formed profile on a 3-point grid, with ``change`` applied to its fields."""
+    grid = torch.linspace(-1, 1, 3)
+    fields = dict(
+        label="ReLU", grid=grid, violation=torch.zeros(3, 3), gate=grid, exchange=0.0,
+        alphas=torch.tensor([2.0, -1.0]), scale=torch.zeros(2),
+    )  # fmt: skip
+    return SymmetryProfile(**{**fields, **change})
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        (  # NX23: symmetry_profile(extent=0)
+            dict(grid=torch.zeros(3)),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): grid must span an interval, got all values 0.0$",
+        ),
+        (  # NX20b: symmetry_profile(extent=nan)
+            dict(violation=torch.full((3, 3), math.nan)),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): violation must be finite, got nan at index \(0, 0\)$",
+        ),
+        (  # NX21: symmetry_profile(n=0)
+            dict(grid=torch.zeros(0), violation=torch.zeros(0, 0), gate=torch.zeros(0)),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): grid has 0 values, expected at least 2$",
+        ),
+        (
+            dict(violation=torch.zeros(3, 2)),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): violation has shape \(3, 2\), expected \(3, 3\)",
+        ),
+        (  # NX25: symmetry_profile(alphas=[0.5, 2.0])
+            dict(alphas=[0.5, 2.0]),
+            TypeError,
+            r"^profiles\[1\] \('ReLU'\): alphas must be a torch.Tensor, got list$",
+        ),
+        (
+            dict(alphas=torch.tensor([2.0, 0.0])),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): alphas must be non-zero, got 0.0 at index 1$",
+        ),
+        (
+            dict(scale=torch.tensor([0.1, math.inf])),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): scale must be finite, got inf at index 1$",
+        ),
+        (
+            dict(gate=None),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\) has no gate \(σ\(0\) ≠ 0\): the figure's middle panel",
+        ),
+        (
+            dict(exchange=math.nan),
+            ValueError,
+            r"^profiles\[1\] \('ReLU'\): exchange must be a finite number, got nan$",
+        ),
+    ],
+)
+def test_symmetry_explorer_refuses_a_degenerate_profile(change, error, match):
+    """NX23, NX20b, NX21, NX25: a degenerate grid gave an empty axis range, a NaN map a blank
+    heat-map, an empty grid torch's max() complaint and a list of α a '>' TypeError."""
+    with pytest.raises(error, match=match):
+        explorers.symmetry.figure([_symmetry(), _symmetry(**change)], _symmetry())
+    with pytest.raises(error, match=match.replace(r"profiles\[1\]", "reference")):
+        explorers.symmetry.figure([_symmetry()], _symmetry(**change))
+
+
+def test_attention_explorer_needs_one_row_and_column_of_e_per_token():
+    """NX30: an E of 3 × 5 for 5 tokens was drawn against 5 row labels."""
+    wide = HeadProfile(0, 0, torch.rand(3, 5), torch.rand(4))
+    with pytest.raises(
+        ValueError, match=r"^E of layer 0, head 0 has shape \(3, 5\), expected \(5, 5\)"
+    ):
+        explorers.attention.figure([wide], ["a", "b", "c", "d", "e"])
+
+
+def _deductive(value: float = 1.0, label: str = ""):
+    from kvattn.diagnostics import DEDUCTIVE, DeductiveProfile
+
+    t = torch.full((4, 4), value)
+    return DeductiveProfile(
+        0, 1, dict.fromkeys(DEDUCTIVE, t), dict.fromkeys(DEDUCTIVE, t.abs()),
+        dict.fromkeys(DEDUCTIVE, 0.1), dict.fromkeys(DEDUCTIVE, 0.1), label,
+    )  # fmt: skip
+
+
+def test_deductive_explorer_refuses_non_finite_tensors():
+    """NX31: infinite tensors gave 'cannot convert float infinity to integer'. NX32: NaN
+    tensors were drawn as blank panels."""
+    for value, match in [
+        (math.inf, r"^profiles\[1\] \(m, layer 0, head 1\): first\['A'\] must be finite, got inf"),
+        (math.nan, r"^profiles\[1\] \(m, layer 0, head 1\): first\['A'\] must be finite, got nan"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            explorers.deductive.figure([_deductive(), _deductive(value, "m")])
+    bad = _deductive()
+    bad.spread["A_P"] = torch.full((4, 4), -1.0)
+    with pytest.raises(
+        ValueError, match=r"^profiles\[0\] \(layer 0, head 1\): spread\['A_P'\] must"
+    ):
+        explorers.deductive.figure([bad])
+    bad = _deductive()
+    del bad.spread["G_LM"]
+    with pytest.raises(ValueError, match=r"spread has tensors \['A', 'A_LM', 'A_P'\], expected"):
+        explorers.deductive.figure([bad])
+
+
+def _reachable(fig: go.Figure) -> list[str]:
+    """The frame each slider step shows; every frame name must be distinct for all to show."""
+    steps = [step.args[0][0] for step in fig.layout.sliders[0].steps]
+    assert steps == [f.name for f in fig.frames]
+    assert len(set(steps)) == len(steps), steps
+    return steps
+
+
+def test_slider_frames_get_distinct_names_only_when_theirs_collide():
+    """NX33, NX45, NX46: frames named by output name, slot or (layer, head) collided, and plotly
+    keys frames by name, so one slider entry showed another's frame. Where the names are
+    distinct they stay as they were (the book's figures keep their names)."""
+    B = torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(0))
+    fig = explorers.interaction.figure(B, ["a", "b", "c"], ["o", "o"])
+    assert _reachable(fig) == ["0: o", "1: o"]
+    assert [s.label for s in fig.layout.sliders[0].steps] == ["o", "o"]
+    distinct = explorers.interaction.figure(B, ["a", "b", "c"], ["o", "p"])
+    assert _reachable(distinct) == ["o", "p"]
+    assert fig.frames[1].data == distinct.frames[1].data  # the second output's own matrix
+
+    from kvattn.memories import SlotReport
+
+    reports = [SlotReport(layer, 3, [("c", "a", "b", 0.5)], [("x", 1.5)]) for layer in (0, 1)]
+    fig = explorers.slot.figure(reports, "t")
+    assert _reachable(fig) == ["0: 3", "1: 3"]
+    assert fig.frames[1].layout.title.text == "t: layer 1, slot 3"
+    other = SlotReport(1, 4, [("c", "a", "b", 0.5)], [("x", 1.5)])
+    assert _reachable(explorers.slot.figure([reports[0], other], "t")) == ["3", "4"]
+
+    twice = [
+        HeadProfile(0, 0, torch.eye(3), torch.rand(2)),
+        HeadProfile(0, 0, torch.ones(3, 3) / 3, torch.rand(2)),
+    ]
+    fig = explorers.attention.figure(twice, ["a", "b", "c"])
+    assert _reachable(fig) == ["0: layer 0, head 0", "1: layer 0, head 0"]
+    assert list(fig.frames[1].data[0].z[0]) == [0.333, 0.333, 0.333]
+    heads = [twice[0], HeadProfile(1, 0, torch.eye(3), torch.rand(2))]
+    assert _reachable(explorers.attention.figure(heads, ["a", "b", "c"])) == [
+        "layer 0, head 0",
+        "layer 1, head 0",
+    ]
+    # frame labels that differ only as str and int
+    fig = plots.line_slider([1], {}, {1: {"s": [1]}, "1": {"s": [2]}}, prefix="", **LINE)
+    assert _reachable(fig) == ["0: 1", "1: 1"]
+
+
+def test_interaction_explorer_takes_names_as_lists_of_str():
+    """NX34: feature_names='abc' was read as three one-letter names."""
+    B = torch.randn(2, 3, 3)
+    with pytest.raises(TypeError, match=r"^feature_names must be a sequence, got str$"):
+        explorers.interaction.figure(B, "abc", ["o", "p"])
+    with pytest.raises(TypeError, match=r"^output_names\[1\] must be a str, got int$"):
+        explorers.interaction.figure(B, ["a", "b", "c"], ["o", 1])
+    with pytest.raises(TypeError, match=r"^feature_names\[0\] must be a str, got int$"):
+        explorers.interaction.figure(B, [0, 1, 2], ["o", "p"])

@@ -107,3 +107,14 @@ def test_a_repeated_prompt_line_is_named_instead_of_a_traceback(models, capsys):
     assert capsys.readouterr().out.endswith(
         "\rPrompt lines [3] repeat an earlier one (after truncation): change them.\n"
     )
+
+
+def test_the_interaction_explorer_takes_names_as_lists_of_str():
+    """NX34 (live face): feature_names='abcd' was read as four one-letter names."""
+    from kvattn.mlp import GatedMLP
+
+    layer = GatedMLP(4, 6, 3)
+    with pytest.raises(TypeError, match=r"^feature_names must be a sequence, got str$"):
+        explorers.interaction.widget(layer, "abcd", ["x", "y", "z"], torch.zeros(2, 4))
+    with pytest.raises(TypeError, match=r"^output_names must be a sequence, got str$"):
+        explorers.interaction.widget(layer, list("abcd"), "xyz", torch.zeros(2, 4))

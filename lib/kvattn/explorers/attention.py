@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from ..diagnostics import HeadProfile, head_profile
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items, _require_length
-from ..plots.style import COLORS, LAYOUT, _round, slider
+from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider
 from ._live import _EMPTY_PROMPT, _layer_head_boxes, _live, _require_prompt
 
 
@@ -30,17 +30,25 @@ def figure(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
     Left, the head's attention weights E on the input (rows: queries, columns: keys); right, the
     asymmetry ‖M − Mᵀ‖/‖M‖ of its bilinear form at each query–key distance δ.
 
-    Raises ValueError when ``profiles`` or ``tokens`` is empty (an empty prompt), ``tokens`` does
-    not match a profile's ``E`` one token per row, or a profile holds a value that is not
-    finite; TypeError when an item is no :class:`~kvattn.diagnostics.heads.HeadProfile` or a
-    token no str.
+    Frames are named "layer L, head H", or "index: layer L, head H" where two profiles are of
+    the same head (e.g. of two models), so that each stays reachable from the slider.
+
+    Raises ValueError when ``profiles`` or ``tokens`` is empty (an empty prompt), a profile's
+    ``E`` is not ``(S, S)`` with S = ``len(tokens)`` (one row, a query, and one column, a key,
+    per token), or a profile holds a value that is not finite; TypeError when an item is no
+    :class:`~kvattn.diagnostics.heads.HeadProfile` or a token no str.
     """
     _require_items("profiles", profiles, HeadProfile)
-    _require_items("tokens", tokens, str)
+    n = len(_require_items("tokens", tokens, str))
     for p in profiles:
         head = f"layer {p.layer}, head {p.head}"
-        _require_length("tokens", tokens, p.E.shape[-1], f"row of E of {head}")
-        _require_array(f"E of {head}", p.E, 2)
+        E = _require_array(f"E of {head}", p.E, 2)
+        _require_length("tokens", tokens, E.shape[-1], f"row of E of {head}")
+        if E.shape[0] != n:
+            raise ValueError(
+                f"E of {head} has shape {E.shape}, expected ({n}, {n}): one row (query) and one "
+                "column (key) per token"
+            )
         _require_array(f"asymmetry of {head}", p.asym, 1)
     fig = make_subplots(
         rows=1,
@@ -75,14 +83,15 @@ def figure(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
 
     for c, trace in enumerate(traces(profiles[0]), start=1):
         fig.add_trace(trace, 1, c)
+    keys = _frame_names([name(p) for p in profiles])
     fig.frames = [
         go.Frame(
-            name=name(p),
+            name=key,
             data=traces(p),
             traces=[0, 1],
             layout=dict(title_text=f"Attention of {name(p)}"),
         )
-        for p in profiles
+        for key, p in zip(keys, profiles, strict=True)
     ]
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=1)
@@ -92,7 +101,7 @@ def figure(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
         title=f"Attention of {name(profiles[0])}",
         height=470,
         showlegend=False,
-        sliders=[slider([name(p) for p in profiles], [name(p) for p in profiles], "")],
+        sliders=[slider(keys, [name(p) for p in profiles], "")],
         **LAYOUT,
     )
     return fig

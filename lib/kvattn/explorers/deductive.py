@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 
 from ..diagnostics import DEDUCTIVE, DeductiveProfile, deductive_profile, deductive_tensors
 from ..pldr import DecoderLM
-from ..plots.checks import _require_items
+from ..plots.checks import _require_array, _require_items
 from ..plots.style import LAYOUT, _round, slider
 from ._live import _layer_head_boxes, _live
 
@@ -40,11 +40,17 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
     slider compare e.g. an initial, a trained and a constant-G model; a tensor a model does not
     compute (a constant-G model's A) is drawn blank and marked "not computed".
 
-    Raises ValueError when ``profiles`` is empty, TypeError when an item is no
-    :class:`~kvattn.diagnostics.heads.DeductiveProfile`.
+    Raises ValueError when ``profiles`` is empty, or a profile holds a tensor that is not a finite
+    square matrix (a spread also ≥ 0), names a tensor that is none of
+    :data:`~kvattn.diagnostics.heads.DEDUCTIVE`, lacks the spread or order parameter of one of
+    its tensors, or has a spread of another shape (the message names the profile, the tensor and
+    the first bad value); TypeError when an item is no
+    :class:`~kvattn.diagnostics.heads.DeductiveProfile` or a tensor no torch.Tensor.
     """
     _require_items("profiles", profiles, DeductiveProfile)
     names = list(DEDUCTIVE)
+    for i, p in enumerate(profiles):
+        _require_tensors(f"profiles[{i}]", p)
     fig = make_subplots(
         rows=2,
         cols=4,
@@ -130,6 +136,35 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
         **{**LAYOUT, "margin": dict(l=30, r=40, t=120, b=50)},
     )
     return fig
+
+
+def _require_tensors(where: str, p: DeductiveProfile) -> None:
+    """``p`` holds what :func:`figure` draws: a finite square matrix for each tensor it computes,
+    its spread (finite, ≥ 0, same shape) and its order parameter. Plotly draws a NaN panel blank,
+    and an infinite one failed deep in the colour scale's rounding."""
+    who = f"{where} ({p.label + ', ' if p.label else ''}layer {p.layer}, head {p.head})"
+    unknown = [n for n in p.first if n not in DEDUCTIVE]
+    if unknown:
+        raise ValueError(f"{who}: first has tensors {unknown} that are none of {list(DEDUCTIVE)}")
+    if sorted(p.spread) != sorted(p.first):
+        raise ValueError(
+            f"{who}: spread has tensors {sorted(p.spread)}, expected {sorted(p.first)} (those of "
+            "first)"
+        )
+    missing = [n for n in p.first if n not in p.order]
+    if missing:
+        raise ValueError(f"{who}: order lacks {missing}, which first holds")
+    for n in p.first:
+        for row in ("first", "spread"):
+            tensor = getattr(p, row)[n]
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(
+                    f"{who}: {row}[{n!r}] must be a torch.Tensor, got {type(tensor).__name__}"
+                )
+        shape = _require_array(f"{who}: first[{n!r}]", p.first[n], 2, square=True).shape
+        _require_array(
+            f"{who}: spread[{n!r}]", p.spread[n], shape, "the shape of first", nonnegative=True
+        )
 
 
 def widget(

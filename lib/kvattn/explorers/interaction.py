@@ -23,7 +23,7 @@ from torch import Tensor
 from ..interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
 from ..mlp import SlotMLP
 from ..plots.checks import _require_array, _require_items, _require_length
-from ..plots.style import COLORS, LAYOUT, _round, slider
+from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider
 from ._live import _live
 
 
@@ -38,14 +38,20 @@ def figure(
     Shows sym(B_o) as a heat-map (beside ``target[o]`` if given, same colour scale) and the
     eigenvalues of sym(B_o), from :func:`kvattn.interaction.eigendecompose`.
 
+    Frames are named by output, or "index: name" where two outputs share a name (so that each
+    stays reachable from the slider).
+
     Raises ValueError when ``B`` is not ``(n_out, d, d)`` with finite values, ``feature_names``
     does not have d entries, ``output_names`` does not have n_out, or ``target`` has another
-    shape than ``B``.
+    shape than ``B``; TypeError when ``feature_names`` or ``output_names`` is not a sequence of
+    str (a single str would be read as one-letter names).
     """
     matrices = _require_array("B", B, 3, square=True)
     n_out, d, _ = matrices.shape
-    _require_length("feature_names", feature_names, d, "row of B_o")
-    _require_length("output_names", _require_items("output_names", output_names), n_out, "B_o")
+    features = _require_items("feature_names", feature_names, str)
+    _require_length("feature_names", features, d, "row of B_o")
+    outputs = _require_items("output_names", output_names, str)
+    _require_length("output_names", outputs, n_out, "B_o")
     if target is not None:
         target = _require_array("target", target, matrices.shape, "the shape of B")
 
@@ -89,9 +95,9 @@ def figure(
 
     for c, trace in enumerate(traces(0), start=1):
         fig.add_trace(trace, 1, c)
+    keys = _frame_names(outputs)
     fig.frames = [
-        go.Frame(name=output_names[o], data=traces(o), traces=list(range(cols)))
-        for o in range(len(output_names))
+        go.Frame(name=keys[o], data=traces(o), traces=list(range(cols))) for o in range(n_out)
     ]
     for c in range(1, cols):
         fig.update_yaxes(autorange="reversed", scaleanchor=f"x{c if c > 1 else ''}", row=1, col=c)
@@ -100,7 +106,7 @@ def figure(
         title="Interaction matrices of a trained bilinear layer",
         height=420,
         showlegend=False,
-        sliders=[slider(list(output_names), list(output_names), "output: ")],
+        sliders=[slider(keys, outputs, "output: ")],
         **LAYOUT,
     )
     return fig
@@ -118,10 +124,13 @@ def widget(
 
     Raises ValueError when ``feature_names`` does not have ``module.d_model`` entries,
     ``output_names`` does not have ``module.d_out``, or a gated layer gets no ``inputs`` (or an
-    empty or non-finite ``(n, d_model)`` tensor).
+    empty or non-finite ``(n, d_model)`` tensor); TypeError when ``feature_names`` or
+    ``output_names`` is not a sequence of str (a single str would be read as one-letter names).
     """
-    _require_length("feature_names", feature_names, module.d_model, "input feature")
-    _require_length("output_names", output_names, module.d_out, "output")
+    features = _require_items("feature_names", feature_names, str)
+    _require_length("feature_names", features, module.d_model, "input feature")
+    outputs = _require_items("output_names", output_names, str)
+    _require_length("output_names", outputs, module.d_out, "output")
     gated = getattr(module, "form", None) == "gated" and module.variant != "bilinear"
     out_box = widgets.Dropdown(
         options=[(name, i) for i, name in enumerate(output_names)], value=0, description="output"

@@ -20,7 +20,7 @@ from torch import Tensor
 from ..data import TokenData
 from ..memories import SlotReport, Triggers, lift_labels, slot_report
 from ..plots.checks import _require_array, _require_index, _require_items, _require_number
-from ..plots.style import COLORS, LAYOUT, slider
+from ..plots.style import COLORS, LAYOUT, _frame_names, slider
 from ._live import _live
 
 
@@ -29,6 +29,9 @@ def figure(reports: Sequence[SlotReport], title: str) -> go.Figure:
 
     Left, the slot's top trigger examples (context, **last token**, the token that followed);
     right, the top next tokens of its value. Tokens are SentencePiece pieces (▁ = space).
+
+    Frames are named by slot, or "index: slot" where two reports share a slot number (of two
+    layers, say), so that each stays reachable from the slider.
 
     Raises ValueError when ``reports`` is empty, TypeError when an item is no
     :class:`~kvattn.memories.SlotReport`.
@@ -86,9 +89,10 @@ def figure(reports: Sequence[SlotReport], title: str) -> go.Figure:
     def label(r: SlotReport) -> str:
         return f"{title}: layer {r.layer}, slot {r.slot}"
 
+    keys = _frame_names([str(r.slot) for r in reports])
     fig.frames = [
         go.Frame(
-            name=str(r.slot),
+            name=key,
             data=[
                 go.Table(cells=dict(values=cells(r))),
                 go.Bar(x=bars(r)[0], y=bars(r)[1], text=bars(r)[2]),
@@ -96,13 +100,13 @@ def figure(reports: Sequence[SlotReport], title: str) -> go.Figure:
             traces=[0, 1],
             layout=dict(title_text=label(r)),
         )
-        for r in reports
+        for key, r in zip(keys, reports, strict=True)
     ]
     fig.update_layout(
         title=label(first),
         height=430,
         showlegend=False,
-        sliders=[slider([str(r.slot) for r in reports], [str(r.slot) for r in reports], "slot ")],
+        sliders=[slider(keys, [str(r.slot) for r in reports], "slot ")],
         **LAYOUT,
     )
     # lifts of a small model differ in their second or third decimal: the axis starts at the

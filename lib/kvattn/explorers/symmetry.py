@@ -12,10 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from .._checks import is_real
 from ..plots.checks import (
     _require_array,
     _require_choice,
@@ -65,13 +67,22 @@ def figure(
     slider labels read β from each label) or one σ under several input distributions (pass
     ``labels`` and a ``prefix``).
 
-    Raises ValueError when ``profiles`` is empty, ``labels`` does not match it one to one, or
-    the cloud's a and b differ in length or are not finite; TypeError when an item is no
-    :class:`~kvattn.symmetry.SymmetryProfile` or ``cloud`` is not (a, b, name).
+    Raises ValueError when ``profiles`` is empty, ``labels`` does not match it one to one, the
+    cloud's a and b differ in length or are not finite, or a profile (``reference`` included)
+    is degenerate: a grid of fewer than 2 values or of one value repeated (from
+    ``symmetry_profile(extent=0)``), a violation that is not ``(n, n)`` on its grid of n, a gate
+    that is missing (σ(0) ≠ 0: this figure draws the gate) or not one value per grid value, an α
+    of 0, a scale that is not one value per α, or a value that is not finite (the message names
+    the profile, its field and the first bad value); TypeError when an item is no
+    :class:`~kvattn.symmetry.SymmetryProfile`, a profile's field is no tensor, or ``cloud`` is
+    not (a, b, name).
     """
     _require_items("profiles", profiles, SymmetryProfile)
     if not isinstance(reference, SymmetryProfile):
         raise TypeError(f"reference must be a SymmetryProfile, got {type(reference).__name__}")
+    for i, p in enumerate(profiles):
+        _require_profile(f"profiles[{i}]", p)
+    _require_profile("reference", reference)
     if labels is not None:
         _require_length("labels", labels, len(profiles), "profile")
     if cloud is not None:
@@ -200,6 +211,40 @@ def figure(
     log_axis(fig, "x", [0.1, 1, 10], row=1, col=3)
     fig.update_xaxes(title_text="|α|", row=1, col=3)
     return fig
+
+
+def _require_profile(where: str, p: SymmetryProfile) -> None:
+    """``p`` is a profile :func:`figure` can draw: a grid spanning an interval, its violation map,
+    gate and scale violations finite and of matching shapes. A degenerate grid gave an axis range
+    of [0, 0], a NaN map a blank heat-map, and an empty one or α as a list failed deep inside."""
+    who = f"{where} ({p.label!r})"
+    for field in ("grid", "violation", "gate", "alphas", "scale"):
+        value = getattr(p, field)
+        if field == "gate" and value is None:
+            raise ValueError(
+                f"{who} has no gate (σ(0) ≠ 0): the figure's middle panel draws the gate "
+                "g(z) = σ(z)/z, so leave this σ out (the live explorer shows it)"
+            )
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{who}: {field} must be a torch.Tensor, got {type(value).__name__}")
+    grid = _require_array(f"{who}: grid", p.grid, 1)
+    if grid.size < 2:
+        raise ValueError(f"{who}: grid has {grid.size} values, expected at least 2")
+    if grid.min() == grid.max():
+        raise ValueError(f"{who}: grid must span an interval, got all values {grid[0]}")
+    n = grid.size
+    _require_array(f"{who}: violation", p.violation, (n, n), "one row and column per grid value")
+    _require_array(f"{who}: gate", p.gate, (n,), "one per grid value")
+    alphas = _require_array(f"{who}: alphas", p.alphas, 1)
+    if (alphas == 0).any():
+        raise ValueError(
+            f"{who}: alphas must be non-zero, got 0.0 at index {int(np.argmax(alphas == 0))}"
+        )
+    _require_array(f"{who}: scale", p.scale, alphas.shape, "one per α")
+    for field in ("exchange", "rho", "mean"):
+        value = getattr(p, field)
+        if not is_real(value):
+            raise ValueError(f"{who}: {field} must be a finite number, got {value!r}")
 
 
 def widget(
