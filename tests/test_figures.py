@@ -3,6 +3,7 @@ and the widgets give for bad arguments."""
 
 from __future__ import annotations
 
+import json
 import math
 import types
 
@@ -899,3 +900,15 @@ def test_interaction_explorer_takes_names_as_lists_of_str():
         explorers.interaction.figure(B, ["a", "b", "c"], ["o", 1])
     with pytest.raises(TypeError, match=r"^feature_names\[0\] must be a str, got int$"):
         explorers.interaction.figure(B, [0, 1, 2], ["o", "p"])
+
+
+def test_round_significant_keeps_two_digits_of_the_largest_entry_and_writes_whole_numbers_as_ints():
+    """The deductive explorer's heat maps are embedded at two significant digits (chapter 9's
+    page was over its size limit at three): as fine as the colour scale resolves."""
+    from kvattn.plots.style import round_significant
+
+    z = torch.tensor([[4.751, -0.184, 0.0], [-0.004, 1.0, 2.0]])
+    assert round_significant(z, 2) == [[4.8, -0.2, 0], [0, 1, 2]]
+    assert round_significant(torch.tensor([[1234.5, 5.0]]), 2) == [[1200, 0]]
+    assert round_significant(torch.zeros(2, 2), 2) == [[0, 0], [0, 0]]
+    assert json.dumps(round_significant(torch.tensor([-0.0001]), 2)) == "[-0.0001]"

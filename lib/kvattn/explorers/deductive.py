@@ -14,7 +14,6 @@ from itertools import pairwise
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
-import numpy as np
 import plotly.graph_objects as go
 import sentencepiece as spm
 import torch
@@ -23,7 +22,7 @@ from plotly.subplots import make_subplots
 from ..diagnostics import DEDUCTIVE, DeductiveProfile, deductive_profile, deductive_tensors
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items
-from ..plots.style import LAYOUT, _round, slider
+from ..plots.style import LAYOUT, round_significant, slider
 from ._live import _layer_head_boxes, _live
 
 
@@ -85,9 +84,9 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
                     kwargs = dict(colorscale="RdBu_r", zmin=-scale, zmax=scale)
                 else:
                     kwargs = dict(colorscale="Viridis", zmin=0, zmax=top or 1.0)
-                # three significant digits of the panel's largest entry keep pages small
-                digits = 2 - int(np.floor(np.log10(top))) if top > 0 else 0
-                out.append(go.Heatmap(z=_round(z, max(digits, 0)), colorbar=bar, **kwargs))
+                # two significant digits of the panel's largest entry: as fine as the colour
+                # scale, and the 16 frames of chapter 9 stay under the page limit
+                out.append(go.Heatmap(z=round_significant(z, 2), colorbar=bar, **kwargs))
         return out
 
     def title(p: DeductiveProfile) -> str:

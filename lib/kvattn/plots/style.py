@@ -51,6 +51,24 @@ def _round(x: torch.Tensor | np.ndarray | Sequence[float], digits: int = 4) -> l
     return np.round(array.astype(float), digits).tolist()
 
 
+def round_significant(x: torch.Tensor | np.ndarray, significant: int) -> list:
+    """``x`` rounded to ``significant`` digits of its largest magnitude, as nested lists whose
+    whole numbers are ints: how a heat map's values are embedded in a page, where the colour scale
+    shows no more and every character counts (a panel of zeros stays zeros)."""
+    array = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    array = array.astype(float)
+    top = float(np.abs(array).max()) if array.size else 0.0
+    digits = significant - 1 - int(np.floor(np.log10(top))) if top > 0 else 0
+    rounded = np.round(array, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+    def plain(v: object) -> object:
+        if isinstance(v, list):
+            return [plain(u) for u in v]
+        return int(v) if v == int(v) else v
+
+    return plain(rounded.tolist())
+
+
 def log_axis(fig: go.Figure, axis: str, values: Sequence[float] | None = None, **where) -> None:
     """Make ``axis`` ("x" or "y") logarithmic with readable ticks: at the sampled ``values`` when
     there are at most 12 of them, else one tick per decade (plotly's default labels minor ticks
