@@ -112,7 +112,7 @@ class PLDRConfig:
     Every field is checked at construction (type and range; ``pad_token_id``, ``bos_token_id``
     and ``eos_token_id`` must lie in [0, vocab_size); ``max_position_embeddings`` at most
     :data:`MAX_POSITIONS` = 2**20, a thousand times the published 1,024: every layer keeps RoPE
-    tables of 16·max_position_embeddings·head_dim/2 bytes (512 MiB per layer at 2**20 and
+    tables of 16 · max_position_embeddings · head_dim / 2 bytes (512 MiB per layer at 2**20 and
     head_dim 64), so a larger value is a typo long before it is a context length, and is refused
     before anything is allocated). ``extra`` holds the published fields this
     library does not use (``transformers_version``, ``use_cache`` ...); a non-null
