@@ -597,16 +597,19 @@ def test_interleaved_refuses_bad_input_before_timing_anything(kwargs, error, mat
         # issue 28's three runs that measured everything, then failed
         (["--new-tokens", "1000"], "--new-tokens 1000 does not fit config 'tiny'"),
         (["--json", "{tmp}/missing/run.json"], "the folder {tmp}/missing does not exist"),
-        (["--seq", "1"], "argument --seq: must be >= 2 (the generation prompt is --seq // 2"),
+        (
+            ["--seq", "1"],
+            "argument --seq: must be an integer >= 2 (the generation prompt is --seq // 2",
+        ),
         (["--seq", "513"], "config 'tiny': seq = 513 exceeds max_position_embeddings = 512"),
         (
             ["--configs", "110M", "--seq", "1000", "--new-tokens", "600"],
             "--seq 1000 with --new-tokens 600 does not fit config '110M': the prompt (--seq // 2 "
             "= 500 tokens) and the new tokens exceed max_position_embeddings = 1024",
         ),
-        (["--batch", "0"], "argument --batch: must be >= 1, got 0"),
+        (["--batch", "0"], "argument --batch: must be an integer >= 1, got 0"),
         (["--batch", "two"], "argument --batch: expected an integer, got 'two'"),
-        (["--new-tokens", "0"], "argument --new-tokens: must be >= 1, got 0"),
+        (["--new-tokens", "0"], "argument --new-tokens: must be an integer >= 1, got 0"),
         (["--budget", "0"], "argument --budget: must be a positive number of seconds, got '0'"),
         (["--budget", "nan"], "argument --budget: must be a positive number of seconds"),
         (["--budget", "inf"], "argument --budget: must be a positive number of seconds"),

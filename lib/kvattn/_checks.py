@@ -12,9 +12,10 @@ benchmark's options use.
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from collections.abc import Set as AbstractSet
 from types import UnionType
 from typing import Union, get_args, get_origin, get_type_hints
@@ -228,3 +229,19 @@ def check_fields(cls: type, record: object) -> None:
             raise ValueError(
                 f"{cls.__name__}: {name} must be {expected or hint}, got {record[name]!r:.200}"
             )
+
+
+def int_argument(minimum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``minimum``; anything else is a usage error
+    whose message says what was expected (``why`` adds the reason for the bound)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}{why}, got {text}")
+        return value
+
+    return parse

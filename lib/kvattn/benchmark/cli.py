@@ -64,32 +64,17 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from .._checks import int_argument
 from .._files import write_bytes
 from ..config import PLDRConfig
 from ..train import default_autocast
 from .reporting import as_json, machine, report
 from .runs import CONFIGS, _check_run, _check_step, bench_density, bench_generate, bench_train
 from .timing import _check_device, _check_seconds
-
-
-def _int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
-    """An argparse type: an int >= ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}{why}, got {value}")
-        return value
-
-    return parse
 
 
 def _seconds(text: str) -> float:
@@ -136,13 +121,13 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     parser.add_argument(
         "--device", type=_device, default="cuda" if torch.cuda.is_available() else "cpu"
     )
-    parser.add_argument("--batch", type=_int_at_least(1), default=8)
+    parser.add_argument("--batch", type=int_argument(1), default=8)
     parser.add_argument(
         "--seq",
-        type=_int_at_least(2, " (the generation prompt is --seq // 2 tokens)"),
+        type=int_argument(2, " (the generation prompt is --seq // 2 tokens)"),
         default=128,
     )
-    parser.add_argument("--new-tokens", type=_int_at_least(1), default=256)
+    parser.add_argument("--new-tokens", type=int_argument(1), default=256)
     parser.add_argument(
         "--budget", type=_seconds, default=60.0, help="seconds per measurement (default 60)"
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import data
+from .._checks import int_argument
 from .._files import write_json
 from .checkpoints import checkpoint_config, make_checkpoint, make_trajectory, trajectory_config
 from .contrast import (
@@ -35,7 +36,6 @@ from .files import (
     check_outputs,
     check_runs,
     check_stem,
-    int_at_least,
     plan,
 )
 from .hunt import hunt_config, run_hunts, ship_hunt
@@ -94,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
     training.add_argument("--resume", action="store_true", help="continue interrupted runs")
     workers = argparse.ArgumentParser(add_help=False)
     workers.add_argument(
-        "--workers", type=int_at_least(1), default=1, help="processes, one thread each"
+        "--workers", type=int_argument(1), default=1, help="processes, one thread each"
     )
     workers.add_argument(
         "--device", type=_device, default="cpu", help="cpu (the shipped runs), cuda or auto"
@@ -105,8 +105,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("names", nargs="*", help="recipes in data/recipes (default: every one)")
     t = sub.add_parser("trajectory", parents=[common, training], help="collapse trajectories")
     t.add_argument("names", nargs="*", help="PLDR-LLM recipes (default: every one)")
-    t.add_argument("--probe-every", type=int_at_least(1), default=100)
-    t.add_argument("--probe-blocks", type=int_at_least(2), default=4)
+    t.add_argument("--probe-every", type=int_argument(1), default=100)
+    t.add_argument("--probe-blocks", type=int_argument(2), default=4)
     e = sub.add_parser("experiment", parents=[common, workers], help="chapter 5's shipped runs")
     e.add_argument("names", nargs="+", help="runs of data/plans/experiments.json")
     d = sub.add_parser(
@@ -115,8 +115,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--name", default="contrast", help="the output is OUT/experiments/NAME.json")
     h = sub.add_parser("hunt", parents=[common, training, workers], help="the collapse hunt")
     h.add_argument("names", nargs="*", help="runs of data/plans/collapse_hunt.json (default: all)")
-    h.add_argument("--steps", type=int_at_least(1), help="a pilot: the base length, scaled")
-    h.add_argument("--threads", type=int_at_least(1), default=1, help="torch threads per run")
+    h.add_argument("--steps", type=int_argument(1), help="a pilot: the base length, scaled")
+    h.add_argument("--threads", type=int_argument(1), default=1, help="torch threads per run")
     h.add_argument(
         "--ship", action="store_true", help="only ship the named runs' final models (no training)"
     )

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import torch
 
 from .. import data, experiments
+from .._checks import int_argument
 from ..data import MIN_VOCAB_SIZE, TokenData
-from .files import ReproduceError, int_at_least
+from .files import ReproduceError
 
 #: The grid of rates a design searches when it names neither ``--lrs`` nor ``--rates-from``.
 DEFAULT_LRS = (3e-3, 1e-2, 3e-2)
@@ -25,8 +26,8 @@ CONTRAST_KEYS = ("acts", "steps", "lrs", "select_seeds", "test_seeds", "referenc
 def contrast_parser() -> argparse.ArgumentParser:
     """The options of a contrast design (a parent parser: no help of its own)."""
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--steps", type=int_at_least(1), default=1000)
-    p.add_argument("--vocab-size", type=int_at_least(MIN_VOCAB_SIZE), default=512)
+    p.add_argument("--steps", type=int_argument(1), default=1000)
+    p.add_argument("--vocab-size", type=int_argument(MIN_VOCAB_SIZE), default=512)
     rates = p.add_mutually_exclusive_group()
     rates.add_argument(
         "--lrs",
@@ -42,14 +43,14 @@ def contrast_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--select-seeds",
-        type=int_at_least(1),
+        type=int_argument(1),
         default=1,
         help="seeds 1000, 1001, ... (ignored with a single rate: nothing to choose)",
     )
-    p.add_argument("--test-seeds", type=int_at_least(2), default=8, help="how many test seeds")
+    p.add_argument("--test-seeds", type=int_argument(2), default=8, help="how many test seeds")
     p.add_argument(
         "--first-test-seed",
-        type=int_at_least(0),
+        type=int_argument(0),
         default=0,
         help="test seeds are first, first + 1, ... (a confirmatory run uses seeds not yet seen)",
     )

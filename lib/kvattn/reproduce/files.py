@@ -3,12 +3,11 @@ any work, and writing files whole (a kill leaves the old file or the new one, ne
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -201,18 +200,3 @@ def machine() -> dict:
         "torch": torch.__version__,
         "machine": platform.machine(),
     }
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum`` (a usage error otherwise)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text}")
-        return value
-
-    return parse
