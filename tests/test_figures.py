@@ -301,6 +301,30 @@ def test_deductive_explorer_has_a_colour_bar_per_panel_and_marks_what_a_model_la
     assert "G_LM 0 | 0 | 0" in fig.frames[1].layout.title.text
 
 
+def test_deductive_explorer_draws_a_positive_tensor_on_its_own_range():
+    """Issue 31: A_LM and A_P (positive) were drawn on scales centred at 0, whose lower half no
+    entry reaches; a tensor of both signs keeps the scale symmetric about 0."""
+    from kvattn.diagnostics import DEDUCTIVE, DeductiveProfile
+
+    gen = torch.Generator().manual_seed(0)
+    first = {n: torch.randn(4, 4, generator=gen, dtype=torch.float64) for n in DEDUCTIVE}
+    first["A_LM"] = 1.5 + torch.rand(4, 4, generator=gen, dtype=torch.float64)
+    spread = {n: 0.1 * v.abs() for n, v in first.items()}
+    orders = dict.fromkeys(DEDUCTIVE, 1.0)
+    fig = explorers.deductive.figure([DeductiveProfile(0, 0, first, spread, orders, orders)])
+    panels = dict(zip(DEDUCTIVE, fig.frames[0].data[:4], strict=True))
+    a_lm = panels["A_LM"]
+    assert a_lm.colorscale[0][1] == "#440154"  # viridis, sequential
+    assert (a_lm.zmin, a_lm.zmax) == pytest.approx(
+        (float(first["A_LM"].min()), float(first["A_LM"].max()))
+    )
+    a = panels["A"]
+    assert a.zmin == pytest.approx(-a.zmax) and a.zmax == pytest.approx(first["A"].abs().max())
+    assert explorers.deductive._colour_scale(torch.full((2, 2), 3.0))[1:] == pytest.approx(
+        (3.0, 3.0), rel=1e-5
+    )  # a constant positive tensor still gets a range plotly can draw
+
+
 def _trajectories(steps=(0, 2, 4), layers=2) -> dict:
     """Trajectories shaped as kvattn.diagnostics.load_probes returns them (values made up)."""
     from kvattn.diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_MODEL_MEASURES

@@ -96,17 +96,47 @@ def test_an_empty_prompt_is_refused_before_anything_runs(models):
     assert twirl.children[0].children[2].max == 2
 
 
-def test_a_repeated_prompt_line_is_named_instead_of_a_traceback(models, capsys):
-    """Two identical prompt lines: the deductive tensors refuse repeated probes (a spread of 0
+def test_a_repeated_prompt_is_named_instead_of_a_traceback(models, capsys):
+    """Two identical prompts: the deductive tensors refuse repeated probes (a spread of 0
     would read as invariance), and the live explorer said so with a traceback."""
     _, pldr, _ = models
-    live = explorers.deductive.widget(pldr, Chars(), ["a cat", "a dog"])
-    text_box = live.children[0].children[0]
+    live = explorers.deductive.widget(pldr, Chars(), ["a cat", "a dog", "a cow"])
     capsys.readouterr()
-    text_box.value = "a cat\na dog\na cat"
+    live.children[0].children[2].value = "a cat"
     assert capsys.readouterr().out.endswith(
-        "\rPrompt lines [3] repeat an earlier one (after truncation): change them.\n"
+        "\rPrompts [3] repeat an earlier one (after truncation): change them.\n"
     )
+    live.children[0].children[1].value = " "
+    live.children[0].children[2].value = ""
+    assert capsys.readouterr().out.endswith(
+        "\rFill in at least two prompt boxes: the spread is taken across prompts.\n"
+    )
+
+
+def test_a_prompt_with_line_breaks_stays_one_prompt(models):
+    """Issue 31: the deductive explorer split its one text box on line breaks, so chapter 7's
+    five prompts became twelve fragments and the live face disagreed with the static one."""
+    _, pldr, _ = models
+    prompts = ["def f(x):\n    return x", "a cat\n\nsat", "a dog"]
+    live = explorers.deductive.widget(pldr, Chars(), prompts)
+    boxes = live.children[0].children[:3]
+    assert [b.value for b in boxes] == prompts
+    assert [b.description for b in boxes] == ["prompt 1", "prompt 2", "prompt 3"]
+
+
+def test_prompt_boxes_take_the_full_width(models):
+    """Issue 31: in one row beside drop-downs and a slider, chapter 8's and 11's 60 % prompt box
+    was about two characters wide; the row now wraps and each box takes a line of its own."""
+    gpt, pldr, _ = models
+    lives = [
+        explorers.generation.widget({"gpt": gpt}, Chars(), "a cat"),
+        explorers.attention.widget(gpt, Chars(), "a cat"),
+        explorers.deductive.widget(pldr, Chars(), ["a cat", "a dog"]),
+    ]
+    for live in lives:
+        row = live.children[0]
+        assert row.layout.flex_flow == "row wrap"
+        assert row.children[0].layout.width == "100%"
 
 
 def test_the_interaction_explorer_takes_names_as_lists_of_str():

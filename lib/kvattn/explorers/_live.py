@@ -28,7 +28,19 @@ def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.V
     for control in controls:
         control.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox(controls), out])
+    # The row wraps, so a text box at full width keeps a line of its own: squeezed into one row
+    # beside the drop-downs and a slider, a 60 % box was two characters wide.
+    return widgets.VBox([widgets.HBox(controls, layout=widgets.Layout(flex_flow="row wrap")), out])
+
+
+def _text_box(value: str, description: str) -> widgets.Textarea:
+    """A full-width prompt box that redraws when the reader leaves it (not on every key)."""
+    return widgets.Textarea(
+        value=value,
+        description=description,
+        continuous_update=False,
+        layout=widgets.Layout(width="100%"),
+    )
 
 
 def _require_prompt(name: str, text: object) -> None:

@@ -127,7 +127,7 @@ def widget(
         value=text,
         description="prompt",
         continuous_update=False,
-        layout=widgets.Layout(width="60%"),
+        layout=widgets.Layout(width="100%"),
     )
     layer_box, head_box = _layer_head_boxes(cfg, layer, head)
 

@@ -23,13 +23,14 @@ from ..diagnostics import DEDUCTIVE, DeductiveProfile, deductive_profile, deduct
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items
 from ..plots.style import LAYOUT, round_significant, slider
-from ._live import _layer_head_boxes, _live
+from ._live import _layer_head_boxes, _live, _text_box
 
 
 def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
     """The static face of the G_LM invariance explorer: a slider over (model, layer, head).
 
-    Top row: A, A_LM, A_P and G_LM on the first prompt, each with its own symmetric colour scale;
+    Top row: A, A_LM, A_P and G_LM on the first prompt, each with its own colour scale
+    (sequential over its range for a positive tensor, symmetric about 0 otherwise);
     bottom row: their entry-wise standard deviation across the prompts, each on its own scale
     (so a small spread is still visible; the colour bars give its size), every panel with its
     colour bar. The title gives, per tensor, both order parameters (by the magnitude of the mean
@@ -80,8 +81,8 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
                 z = getattr(p, row)[n]
                 top = float(z.abs().max())
                 if row == "first":
-                    scale = top or 1.0
-                    kwargs = dict(colorscale="RdBu_r", zmin=-scale, zmax=scale)
+                    colours, low, high = _colour_scale(z)
+                    kwargs = dict(colorscale=colours, zmin=low, zmax=high)
                 else:
                     kwargs = dict(colorscale="Viridis", zmin=0, zmax=top or 1.0)
                 # two significant digits of the panel's largest entry: as fine as the colour
@@ -137,6 +138,18 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
     return fig
 
 
+def _colour_scale(z: torch.Tensor) -> tuple[str, float, float]:
+    """(colour map, low, high) for a tensor's panel: a positive tensor (A_LM and A_P always are)
+    on a sequential map over its own range, where a scale centred at 0 would spend half its
+    colours on values that never occur and wash the panel out; any other on a diverging map
+    symmetric about 0."""
+    low, high = float(z.min()), float(z.max())
+    if low > 0:
+        return "viridis", low, high if high > low else low * (1 + 1e-6)
+    scale = max(-low, high) or 1.0
+    return "RdBu_r", -scale, scale
+
+
 def _require_tensors(where: str, p: DeductiveProfile) -> None:
     """``p`` holds what :func:`figure` draws: a finite square matrix for each tensor it computes,
     its spread (finite, ≥ 0, same shape) and its order parameter. Plotly draws a NaN panel blank,
@@ -173,7 +186,7 @@ def widget(
     layer: int = 0,
     head: int = 0,
 ) -> widgets.VBox:
-    """Edit the prompts (one per line) and pick a layer and head: A, A_LM, A_P, G_LM on the first
+    """Edit the prompts (one box each) and pick a layer and head: A, A_LM, A_P, G_LM on the first
     prompt, their spread across the prompts (each on its own colour scale, with colour bars), and
     each tensor's order parameter by the magnitude of the mean and by the RMS.
 
@@ -189,24 +202,21 @@ def widget(
         )
 
     cfg = model.config
-    text_box = widgets.Textarea(
-        value="\n".join(prompts),
-        description="prompts",
-        continuous_update=False,
-        layout=widgets.Layout(width="60%"),
-    )
+    # One box per prompt: a prompt may hold line breaks (chapter 7's do), so splitting one box
+    # into lines made five prompts twelve fragments, and the live face disagreed with the static.
+    text_boxes = [_text_box(t, f"prompt {i + 1}") for i, t in enumerate(prompts)]
     layer_box, head_box = _layer_head_boxes(cfg, layer, head)
 
     def draw() -> None:
         device = next(model.parameters()).device
-        lines = [t for t in text_box.value.splitlines() if t.strip()]
-        if len(lines) < 2:  # one prompt copied would show a spread of 0: a false invariance
-            print("Enter at least two prompts, one per line: the spread is taken across prompts.")
+        texts = [box.value for box in text_boxes if box.value.strip()]
+        if len(texts) < 2:  # one prompt copied would show a spread of 0: a false invariance
+            print("Fill in at least two prompt boxes: the spread is taken across prompts.")
             return
-        tokens = [tokenizer.encode(t)[: cfg.max_position_embeddings] for t in lines]
+        tokens = [tokenizer.encode(t)[: cfg.max_position_embeddings] for t in texts]
         repeats = [i + 1 for i, t in enumerate(tokens) if t in tokens[:i]]
         if repeats:  # a repeated prompt adds a spread of 0: a false invariance
-            print(f"Prompt lines {repeats} repeat an earlier one (after truncation): change them.")
+            print(f"Prompts {repeats} repeat an earlier one (after truncation): change them.")
             return
         ids = [torch.tensor([t], device=device) for t in tokens]
         p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
@@ -218,8 +228,8 @@ def widget(
             if name not in p.first:  # a constant-G model computes G_LM only
                 axes[0, col].set_title(f"{name}: not computed", fontsize=9)
                 continue
-            scale = float(p.first[name].abs().max()) or 1.0
-            im = axes[0, col].imshow(p.first[name].numpy(), cmap="RdBu_r", vmin=-scale, vmax=scale)
+            colours, low, high = _colour_scale(p.first[name])
+            im = axes[0, col].imshow(p.first[name].numpy(), cmap=colours, vmin=low, vmax=high)
             fig.colorbar(im, ax=axes[0, col], shrink=0.8)
             axes[0, col].set_title(name)
             top = float(p.spread[name].max()) or 1.0  # its own scale: a small spread stays visible
@@ -233,4 +243,4 @@ def widget(
         )
         fig.tight_layout()
 
-    return _live([text_box, layer_box, head_box], draw)
+    return _live([*text_boxes, layer_box, head_box], draw)

@@ -18,7 +18,7 @@ from IPython.display import display
 from ..config import CACHE_MODES
 from ..pldr import DecoderLM
 from ..plots.checks import _require_items
-from ._live import _EMPTY_PROMPT, _live, _require_prompt
+from ._live import _EMPTY_PROMPT, _live, _require_prompt, _text_box
 
 
 def widget(
@@ -33,12 +33,7 @@ def widget(
     _require_items("models", models, container=Mapping)
     _require_prompt("prompt", prompt)
 
-    text_box = widgets.Textarea(
-        value=prompt,
-        description="prompt",
-        continuous_update=False,
-        layout=widgets.Layout(width="60%"),
-    )
+    text_box = _text_box(prompt, "prompt")
     model_box = widgets.Dropdown(options=list(models), description="model")
     cache_box = widgets.Dropdown(options=list(CACHE_MODES), value="kv", description="cache")
     temp_box = widgets.FloatSlider(
