@@ -5,9 +5,9 @@ Playwright's Python API opens every page of the table of contents from a local H
 every request that leaves 127.0.0.1 refused, as on a reader's machine with no internet. Each page
 must load without a JavaScript error or a failed request; every plotly figure of the executed
 notebook draws all its traces; MathJax typesets every formula and leaves no raw TeX in the visible
-text; every widget view renders; and a real mouse click on each figure's slider changes the
-plotted data. A full-page screenshot of each page goes to SCREENSHOTS (default
-``_build/screenshots``), which CI keeps.
+text; every widget view renders; no code output is wider than the text column at 1280 px; and a
+real mouse click on each figure's slider changes the plotted data. A full-page screenshot of each
+page goes to SCREENSHOTS (default ``_build/screenshots``), which CI keeps.
 
 How fast a page loads is a measurement, not a pass/fail margin: CI machines are shared, and a
 page that loads in 3 s on a quiet machine can take 6 s beside another job. Every wait below is a
@@ -137,6 +137,28 @@ MATHJAX_JS = """async (limit) => {
     containers: document.querySelectorAll("mjx-container").length,
     errors: document.querySelectorAll(MATH_ERRORS).length,
   };
+}"""
+
+# Code outputs wider than the text column at 1280 px: each text output is measured unwrapped
+# (course.css wraps them, which would hide a line that is too wide), and any other output block
+# (an HTML table, a widget) by how far its content overflows its box. Folded parts (details) are
+# opened first, so a solution's output counts too.
+WIDE_OUTPUTS_JS = """() => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  const wide = [];
+  for (const el of document.querySelectorAll(".cell_output pre, .cell_output .output")) {
+    if (!el.checkVisibility()) continue;
+    const saved = el.style.whiteSpace;
+    if (el.tagName === "PRE") el.style.whiteSpace = "pre";
+    const over = el.scrollWidth - el.clientWidth;
+    el.style.whiteSpace = saved;
+    if (over > 1) {
+      const lines = (el.textContent || "").split("\\n");
+      const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+      wide.push(`${over} px too wide: ${longest.trim().slice(0, 70)}`);
+    }
+  }
+  return wide;
 }"""
 
 LOAD_MS_JS = """async () => {
@@ -333,6 +355,8 @@ def test_page_in_a_browser(
         shot = SCREENSHOTS / f"{name}.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=shot, full_page=True)
+        # after the screenshot, which shows the page as it opens (this opens folded parts)
+        problems += [f"output wider than the column: {w}" for w in page.evaluate(WIDE_OUTPUTS_JS)]
 
         for fig in figures:
             for slider, steps in enumerate(fig["sliders"]):

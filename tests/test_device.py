@@ -339,8 +339,9 @@ def test_widgets_draw_for_a_model_on_the_device(simulated, monkeypatch, kind):
     from kvattn import explorers
     from kvattn.mlp import GatedMLP
 
-    shown = []
+    shown, images = [], []
     monkeypatch.setattr(explorers.generation, "display", shown.append)
+    monkeypatch.setattr(explorers._live, "display", images.append)
     monkeypatch.setattr(torch, "Generator", _CpuGenerator)
 
     class Tokenizer:  # the SentencePiece calls the widgets make
@@ -365,7 +366,7 @@ def test_widgets_draw_for_a_model_on_the_device(simulated, monkeypatch, kind):
         x = torch.randn(5, 4, device=kind)
         explorers.interaction.widget(mlp, list("abcd"), list("xyz"), inputs=x)
         explorers.generation.widget({"gpt": gpt, "pldr": pldr}, Tokenizer(), text)
-    assert len(plt.get_fignums()) == 4  # the four explorers that plot drew their figure
+    assert len(images) == 4  # the four explorers that plot drew their figure
     assert "</b></pre>" in shown[-1].value  # and the generation explorer its continuation
     plt.close("all")
 

@@ -3,9 +3,11 @@ IPython, the Output widget captures nothing, so what a redraw prints or raises r
 
 from __future__ import annotations
 
+import io
 import re
 
 import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -51,12 +53,13 @@ def models(monkeypatch):
     plt.close("all")
 
 
-def test_an_emptied_prompt_box_asks_for_a_prompt(models, capsys):
+def test_an_emptied_prompt_box_asks_for_a_prompt(models, capsys, monkeypatch):
     """Clearing the prompt of chapter 6's, 8's or 11's explorer showed a traceback in the widget
     (torch.tensor([]) is float32: "ids must be a tensor of int64 ...")."""
-    import matplotlib.pyplot as plt
 
     gpt, pldr, shown = models
+    images = []
+    monkeypatch.setattr(explorers._live, "display", images.append)
     attention = explorers.attention.widget(gpt, Chars(), "a cat")
     generation = explorers.generation.widget({"gpt": gpt, "pldr": pldr}, Chars(), "a cat")
     for live in (attention, generation):
@@ -67,9 +70,9 @@ def test_an_emptied_prompt_box_asks_for_a_prompt(models, capsys):
             # (outside IPython, clearing the Output widget prints a terminal's clear-line code)
             assert capsys.readouterr().out.endswith("\rType a prompt: the text box is empty.\n")
     # a prompt again: each explorer runs again
-    n_figures = len(plt.get_fignums())
+    n_images = len(images)
     attention.children[0].children[0].value = "a dog"
-    assert len(plt.get_fignums()) == n_figures + 1
+    assert len(images) == n_images + 1 and not plt.get_fignums()
     generation.children[0].children[0].value = "a dog"
     assert shown[-1].value.startswith("<pre style='white-space: pre-wrap'>a dog<b>")
 
@@ -137,6 +140,21 @@ def test_prompt_boxes_take_the_full_width(models):
         row = live.children[0]
         assert row.layout.flex_flow == "row wrap"
         assert row.children[0].layout.width == "100%"
+
+
+def test_a_live_drawing_is_shown_as_a_256_colour_png(models, monkeypatch):
+    """A page embeds each live face's last drawing: full-colour PNGs of heat maps made chapter
+    4's page weigh over 1 MB. Each figure is shown as a palette PNG, then closed."""
+    from PIL import Image as PILImage
+
+    gpt, _, _ = models
+    images = []
+    monkeypatch.setattr(explorers._live, "display", images.append)
+    explorers.attention.widget(gpt, Chars(), "a cat")
+    assert len(images) == 1 and not plt.get_fignums()
+    png = PILImage.open(io.BytesIO(images[0].data))
+    assert png.format == "PNG" and png.mode == "P"
+    assert len(png.getcolors(256)) <= 256
 
 
 def test_the_interaction_explorer_takes_names_as_lists_of_str():

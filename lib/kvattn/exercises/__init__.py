@@ -12,7 +12,7 @@ otherwise).
 >>> from kvattn.exercises import check, describe
 >>> describe("kv_memory")          # the task, the signature and the shapes
 >>> check("kv_memory", my_kv_memory)
-✓ kv_memory: 6 cases agree with the reference (largest difference 2.2e-16)
+✓ kv_memory: 6 cases agree (largest difference 2.2e-16)
 
 :data:`EXERCISES` lists the exercises by name; each chapter's exercises are in
 ``EXERCISES[name].chapter`` order. The references reuse the library where it has the function

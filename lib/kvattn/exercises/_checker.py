@@ -70,7 +70,7 @@ class Passed:
 
     def __repr__(self) -> str:
         return (
-            f"✓ {self.name}: {self.n_cases} cases agree with the reference "
+            f"✓ {self.name}: {self.n_cases} cases agree "
             f"(largest difference {self.largest_difference:.2g})"
         )
 

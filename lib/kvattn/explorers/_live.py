@@ -3,10 +3,13 @@ head drop-downs of a decoder."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+from IPython.display import Image, display
+from PIL import Image as PILImage
 
 from ..config import PLDRConfig
 from ..plots.checks import _require_index
@@ -23,7 +26,7 @@ def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.V
         with out:
             out.clear_output(wait=True)
             draw()
-            plt.show()
+            _show_figures()
 
     for control in controls:
         control.observe(redraw, names="value")
@@ -31,6 +34,23 @@ def _live(controls: list[widgets.Widget], draw: Callable[[], None]) -> widgets.V
     # The row wraps, so a text box at full width keeps a line of its own: squeezed into one row
     # beside the drop-downs and a slider, a 60 % box was two characters wide.
     return widgets.VBox([widgets.HBox(controls, layout=widgets.Layout(flex_flow="row wrap")), out])
+
+
+def _show_figures() -> None:
+    """Display every open matplotlib figure as a PNG of at most 256 colours, and close it.
+
+    A book page embeds each live face's last drawing in its widget state, and full-colour PNGs
+    of heat maps made chapter 4's page weigh over 1 MB; a 256-colour palette (as many as a colour
+    map has) makes them about 2.5 times smaller and looks the same.
+    """
+    for number in plt.get_fignums():
+        fig = plt.figure(number)
+        raw = io.BytesIO()
+        fig.savefig(raw, format="png", bbox_inches="tight")
+        plt.close(fig)
+        small = io.BytesIO()
+        PILImage.open(raw).convert("RGB").quantize(256).save(small, format="png", optimize=True)
+        display(Image(small.getvalue()))
 
 
 def _text_box(value: str, description: str) -> widgets.Textarea:
