@@ -61,6 +61,7 @@ SUBLAYERS = {
         "files": 0,  # plans, checks, whole-file writes
         **dict.fromkeys(("checkpoints", "contrast", "hunt", "corpora"), 1),
         "cli": 2,
+        "records": 2,  # the experiment-records appendix: plans and shipped results as tables
         "__main__": 3,
     },
     "exercises": {
