@@ -9,8 +9,10 @@ modules, each importing only from those listed before it:
   (:class:`~kvattn.benchmark.counting.TensorMemory`), kernel calls
   (:class:`~kvattn.benchmark.counting.KernelCalls`), FLOPs, and the FLOP/s of one large matrix
   product (:func:`~kvattn.benchmark.counting.matmul_rate`);
-* :mod:`kvattn.benchmark.reporting` — a result as text, with the course's targets
-  (:func:`~kvattn.benchmark.reporting.report`, :data:`~kvattn.benchmark.reporting.BARS`), as JSON
+* :mod:`kvattn.benchmark.reporting` — results at a glance
+  (:func:`~kvattn.benchmark.reporting.summary`, :func:`~kvattn.benchmark.reporting.targets`), a
+  result as text (:func:`~kvattn.benchmark.reporting.report`), the course's targets
+  (:data:`~kvattn.benchmark.reporting.BARS`), as JSON
   and back (:func:`~kvattn.benchmark.reporting.as_json`,
   :func:`~kvattn.benchmark.reporting.load_results`), and the machine it was measured on;
 * :mod:`kvattn.benchmark.runs` — the three benchmarks (training step, density, generation) and
@@ -23,7 +25,19 @@ Every public name is re-exported here, so ``kvattn.benchmark.X`` works for all o
 
 from .cli import main
 from .counting import KernelCalls, TensorMemory, matmul_rate
-from .reporting import BARS, as_json, load_results, machine, report
+from .reporting import (
+    BARS,
+    SUMMARY_ROWS,
+    WIDTH,
+    as_json,
+    kvg_over_kv,
+    load_results,
+    machine,
+    report,
+    summary,
+    summary_rows,
+    targets,
+)
 from .runs import CONFIGS, bench_density, bench_generate, bench_train
 from .timing import MIN_ROUNDS_FOR_SPREAD, UNSTABLE_SPREAD, Ratio, flagged, interleaved
 
@@ -31,7 +45,9 @@ __all__ = [
     "BARS",
     "CONFIGS",
     "MIN_ROUNDS_FOR_SPREAD",
+    "SUMMARY_ROWS",
     "UNSTABLE_SPREAD",
+    "WIDTH",
     "KernelCalls",
     "Ratio",
     "TensorMemory",
@@ -41,9 +57,13 @@ __all__ = [
     "bench_train",
     "flagged",
     "interleaved",
+    "kvg_over_kv",
     "load_results",
     "machine",
     "main",
     "matmul_rate",
     "report",
+    "summary",
+    "summary_rows",
+    "targets",
 ]

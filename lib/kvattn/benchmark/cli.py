@@ -24,10 +24,11 @@ Ratios reported, per configuration:
   call ratio, means the extra work runs below the hardware's speed (many small kernels, each with
   a fixed cost), not that there is more of it;
 * generation speed-ups of ``new_tokens`` new tokens over no cache (mode ``"none"``): the KV + G
-  cache (``"kv+g"``) and the exact KV cache (``"kv"``), and the speed of PLDR-LLM with the KV + G
-  cache over GPT with its KV cache, split at the constant-G model with its KV cache (which does
-  per generated token exactly the work that the KV + G cache leaves: GPT's plus one ``q G_LM``
-  product per layer), whose speed over GPT's is the best that ratio can reach;
+  cache (``"kv+g"``) and the exact KV cache (``"kv"``), the KV + G cache over the exact one (what
+  caching G_LM adds), and the speed of PLDR-LLM with the KV + G cache over GPT with its KV cache,
+  split at the constant-G model with its KV cache (which does per generated token exactly the
+  work that the KV + G cache leaves: GPT's plus one ``q G_LM`` product per layer), whose speed
+  over GPT's is the best that ratio can reach;
 * peak memory of each model: the most alive at once during the measured call, of what the
   model holds when it starts (weights, buffers, and for a training step the last step's
   gradients and AdamW's two moments per weight) and of what the call allocates (on CUDA from

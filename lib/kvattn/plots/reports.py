@@ -80,7 +80,7 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
         )
     )
     for name, column, symbol, color, size, width in (
-        ("course's bar", 2, "line-ew-open", "#D55E00", 22, 3),
+        ("course's target", 2, "line-ew-open", "#D55E00", 22, 3),
         ("FLOP ratio", 3, "diamond-open", "#009E73", 10, 1.5),
     ):
         marked = [(p[0], p[column]) for p in points if p[column] is not None]
@@ -98,7 +98,7 @@ def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
     fig.add_hline(y=1, line_dash="dot", line_color="#888888")
     fig.update_yaxes(type="log")
     fig.update_layout(
-        title="Ratios: medians and quartiles (hollow: flagged), with the course's bars",
+        title="Ratios: medians and quartiles (hollow: flagged), with the course's targets",
         yaxis_title="ratio",
         height=480,
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
