@@ -36,7 +36,7 @@ from .checkpoint import (
 )
 from .config import PLDRConfig, reject_unknown_keys
 from .data import CORPORA, MIN_VOCAB_SIZE, blocks, load_text, split_documents, tokenize
-from .diagnostics import PROBES_FILE, collapse_measures, load_probes, new_probes
+from .diagnostics import PROBES_FILE, append_probe, collapse_measures, load_probes, new_probes
 from .distributed import RendezvousError, parse_device, setup_distributed
 from .losses import dag_penalty, lm_cross_entropy
 from .pldr import GPT, PLDRLLM
@@ -673,11 +673,9 @@ def _pretrain(
 
     def probe(steps_done: int) -> None:
         # eval mode, no gradient, the global random stream untouched; the model's mode comes back
-
-        record = collapse_measures(model, probe_ids, probe_eval).as_record()
-        probes["step"].append(steps_done)
-        for name, value in record.items():
-            probes[name].append(value)
+        append_probe(
+            probes, steps_done, collapse_measures(model, probe_ids, probe_eval).as_record()
+        )
 
     def callback(step: int, _net: nn.Module) -> None:
         if (step + 1) % cfg.probe_every == 0 or step + 1 == cfg.steps:

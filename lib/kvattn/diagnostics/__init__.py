@@ -5,23 +5,31 @@
 * :mod:`kvattn.diagnostics.heads` — RoPE and its commutant, heads as bilinear forms, the
   deductive tensors' profile, the steps of the collapse mechanism;
 * :mod:`kvattn.diagnostics.collapse` — inference collapse: its measures, the probe record of
-  pre-training and the hunt's criterion.
+  pre-training and the collapse criteria, defined once.
 
 Every public name is re-exported here, so ``kvattn.diagnostics.X`` works for all of them.
 """
 
 from .collapse import (
+    COLLAPSE_CRITERIA,
     COLLAPSE_LAYER_MEASURES,
     COLLAPSE_MODEL_MEASURES,
+    COLLAPSE_NORM_MEASURES,
     PROBES_FILE,
+    CollapseCriterion,
     CollapseMeasures,
+    CriterionReading,
     GSubstitution,
+    append_probe,
     attention_shift_bound,
+    collapse_criteria,
     collapse_measures,
+    collapse_reading,
     collapsed,
     g_substitution,
     load_probes,
     new_probes,
+    probe_reading,
     row_map_gain,
 )
 from .heads import (
@@ -42,9 +50,11 @@ from .heads import (
     twirl,
 )
 from .measures import (
+    MetricNorm,
     RankAudit,
     asymmetry,
     cpu64,
+    metric_norm,
     notears_h,
     order_parameter,
     perron_frobenius,
@@ -52,19 +62,27 @@ from .measures import (
 )
 
 __all__ = [
+    "COLLAPSE_CRITERIA",
     "COLLAPSE_LAYER_MEASURES",
     "COLLAPSE_MODEL_MEASURES",
+    "COLLAPSE_NORM_MEASURES",
     "DEDUCTIVE",
     "PROBES_FILE",
+    "CollapseCriterion",
     "CollapseMeasures",
+    "CriterionReading",
     "DeductiveProfile",
     "GSubstitution",
     "HeadProfile",
+    "MetricNorm",
     "RankAudit",
+    "append_probe",
     "asymmetry",
     "attention_input",
     "attention_shift_bound",
+    "collapse_criteria",
     "collapse_measures",
+    "collapse_reading",
     "collapsed",
     "commutant_projection",
     "commutant_residual",
@@ -76,10 +94,12 @@ __all__ = [
     "head_profile",
     "layer_queries",
     "load_probes",
+    "metric_norm",
     "new_probes",
     "notears_h",
     "order_parameter",
     "perron_frobenius",
+    "probe_reading",
     "rank_audit",
     "rope_planes",
     "rope_rotation",

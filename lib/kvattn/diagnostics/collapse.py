@@ -1,12 +1,16 @@
-"""Inference collapse: its measures, the record pre-training keeps of them, and its criterion.
+"""Inference collapse: its measures, the record pre-training keeps of them, and its criteria.
 
 * by what it does: :func:`g_substitution` (the loss when a layer's G_LM is replaced by a donor's
   or by I), :func:`attention_shift_bound` (how far attention can move when G_LM does);
-* by the metric learner: :func:`row_map_gain`;
-* during training: :func:`collapse_measures` on fixed probes (order parameters, rank-1 audit and
-  G substitution per layer), the trajectories pre-training saves as ``probes.json``
-  (:data:`PROBES_FILE`, :func:`new_probes`, :func:`load_probes`), and :func:`collapsed`, the
-  criterion of the collapse hunt (``kvattn-reproduce hunt``).
+* by the metric learner: :func:`row_map_gain`, and the scale of its last LayerNorm
+  (:func:`~kvattn.diagnostics.measures.metric_norm`);
+* during training: :func:`collapse_measures` on fixed probes (order parameters, rank-1 audit,
+  G substitution and LayerNorm scale per layer), the trajectories pre-training saves as
+  ``probes.json`` (:data:`PROBES_FILE`, :func:`new_probes`, :func:`append_probe`,
+  :func:`load_probes`);
+* the criteria, defined once: :data:`COLLAPSE_CRITERIA` (:func:`collapse_criteria` as a table),
+  read by :func:`collapse_reading` (every layer and any layer), :func:`probe_reading` on a
+  trajectory, and :func:`collapsed`, the collapse hunt's verdict (``kvattn-reproduce hunt``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import copy
 import json
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -26,10 +31,12 @@ from ..losses import lm_cross_entropy
 from ..pldr import PLDRLLM
 from .heads import DEDUCTIVE, deductive_profile, deductive_tensors
 from .measures import (
+    MetricNorm,
     _check_blocks,
     _check_pldrllm,
     _check_probes,
     cpu64,
+    metric_norm,
     rank_audit,
 )
 
@@ -280,6 +287,11 @@ COLLAPSE_LAYER_MEASURES = (
 #: Whole-model measures of :func:`collapse_measures` (the G substitution of every layer at once).
 COLLAPSE_MODEL_MEASURES = ("loss", "delta_loss", "agreement", "identity_delta", "share_of_g_effect")
 
+#: Per-layer measures of the metric learner's last LayerNorm (mean |γ|, mean |β|:
+#: :func:`~kvattn.diagnostics.measures.metric_norm`), one number per layer. Optional in a
+#: trajectory: those recorded before they were added lack them (see :func:`load_probes`).
+COLLAPSE_NORM_MEASURES = ("metric_norm_scale", "metric_norm_shift")
+
 
 @dataclass(frozen=True)
 class CollapseMeasures:
@@ -304,7 +316,9 @@ class CollapseMeasures:
     ``loss`` (the model's own loss on the evaluation blocks, nats/token), ``delta_loss`` and
     ``agreement`` (averaged over the donors), ``identity_delta`` (G_LM = I) and
     ``share_of_g_effect`` (mean ``delta_loss`` over ``identity_delta``; ``nan`` when
-    ``identity_delta`` is exactly 0).
+    ``identity_delta`` is exactly 0). ``norm``: the metric learner's last LayerNorm per layer
+    (:func:`~kvattn.diagnostics.measures.metric_norm`), recorded as ``metric_norm_scale`` and
+    ``metric_norm_shift``.
     """
 
     heads: dict[str, Tensor]
@@ -313,6 +327,7 @@ class CollapseMeasures:
     agreement: float
     identity_delta: float
     share_of_g_effect: float
+    norm: MetricNorm
 
     def layers(self, name: str) -> Tensor:
         """``heads[name]`` averaged over heads, ``[L]`` (CPU float64)."""
@@ -321,7 +336,8 @@ class CollapseMeasures:
     def as_record(self) -> dict:
         """Plain JSON-ready values: ``name`` → one float per layer and ``name + "_heads"`` → one
         list per layer of one float per head for the per-layer measures, a float for each
-        whole-model measure; ``None`` stands for ``nan`` (JSON has no NaN)."""
+        whole-model measure, one float per layer for ``metric_norm_scale`` and
+        ``metric_norm_shift``; ``None`` stands for ``nan`` (JSON has no NaN)."""
 
         def plain(x: float) -> float | None:
             return x if math.isfinite(x) else None
@@ -332,6 +348,10 @@ class CollapseMeasures:
             record[f"{name}_heads"] = [[plain(float(v)) for v in row] for row in self.heads[name]]
         for name in COLLAPSE_MODEL_MEASURES:
             record[name] = plain(float(getattr(self, name)))
+        for name, values in zip(
+            COLLAPSE_NORM_MEASURES, (self.norm.scale, self.norm.shift), strict=True
+        ):
+            record[name] = [plain(float(v)) for v in values]
         return record
 
 
@@ -374,8 +394,8 @@ def collapse_measures(model: PLDRLLM, probes: list[Tensor], eval_ids: Tensor) ->
     Returns
     -------
     :class:`CollapseMeasures`, CPU float64. A constant-G model gives exactly 0 for the order
-    parameters, the spread and ``delta_loss``; a model with input-dependent G_LM gives positive
-    values.
+    parameters, the spread and ``delta_loss`` (and ``nan`` for A and the LayerNorm, which it
+    lacks); a model with input-dependent G_LM gives positive values.
 
     Source: the order parameter of [gokden2026soc] (§3) and of the numerical audit of
     [gokden2026mathfoundations], its rank-1 audit of A, the G ablation of [gokden2025kvg] as a
@@ -435,6 +455,7 @@ def collapse_measures(model: PLDRLLM, probes: list[Tensor], eval_ids: Tensor) ->
         agreement=float(sub.agreement.mean()),
         identity_delta=sub.identity_delta,
         share_of_g_effect=delta / sub.identity_delta + 0.0 if sub.identity_delta else math.nan,
+        norm=metric_norm(model),
     )
 
 
@@ -445,8 +466,30 @@ PROBES_FILE = "probes.json"
 def new_probes(probe_blocks: int) -> dict:
     """An empty trajectory: ``probe_blocks``, ``step`` and one list per recorded measure."""
     names = [*COLLAPSE_LAYER_MEASURES, *(f"{n}_heads" for n in COLLAPSE_LAYER_MEASURES)]
-    names += COLLAPSE_MODEL_MEASURES
+    names += [*COLLAPSE_MODEL_MEASURES, *COLLAPSE_NORM_MEASURES]
     return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names}}
+
+
+def append_probe(probes: dict, step: int, record: dict) -> None:
+    """Add one probe, ``record`` (:meth:`CollapseMeasures.as_record`) taken after ``step``
+    optimiser steps, to the trajectory ``probes`` in place. A trajectory begun before a measure
+    was recorded (resumed from an older checkpoint) gets that measure's list, with ``None`` (not
+    measured) at its earlier steps.
+
+    Raises
+    ------
+    ValueError
+        ``step`` does not come after the trajectory's last step, or ``record`` lacks a measure
+        of :func:`new_probes` (checked before anything is added).
+    """
+    if not is_int(step) or step < 0 or (probes["step"] and step <= probes["step"][-1]):
+        raise ValueError(f"step must be an int >= 0 after {probes['step'][-1:]}, got {step!r}")
+    missing = sorted(set(new_probes(0)) - {"probe_blocks", "step"} - set(record))
+    if missing:
+        raise ValueError(f"the record lacks the measures {', '.join(missing)}")
+    for name, value in record.items():
+        probes.setdefault(name, [None] * len(probes["step"])).append(value)
+    probes["step"].append(step)
 
 
 def load_probes(path: str | Path) -> dict:
@@ -458,7 +501,10 @@ def load_probes(path: str | Path) -> dict:
     :class:`kvattn.diagnostics.collapse.CollapseMeasures` one list with an entry per step: per layer
     (``G_order_mean`` …), per layer and head (``G_order_mean_heads`` …) or one number
     (``delta_loss`` …); ``None`` where a value is undefined (nan). It is what
-    :func:`kvattn.plots.reports.collapse_trajectories` draws.
+    :func:`kvattn.plots.reports.collapse_trajectories` draws. The LayerNorm measures
+    (:data:`COLLAPSE_NORM_MEASURES`, one number per layer) are optional, since trajectories
+    recorded before they were added lack them (the records stay as the runs made them); where
+    present an entry may be ``None`` as a whole (not measured at that step).
 
     Raises
     ------
@@ -490,7 +536,8 @@ def load_probes(path: str | Path) -> dict:
         raise ValueError(f"{candidate} is not valid JSON: {err}") from None
     if not isinstance(probes, dict) or not isinstance(probes.get("step"), list):
         raise ValueError(f"{candidate} must hold a JSON object with a 'step' list")
-    expected = set(new_probes(0))
+    optional = set(COLLAPSE_NORM_MEASURES) - set(probes)
+    expected = set(new_probes(0)) - optional
     missing = sorted(expected - set(probes))
     if missing:
         raise ValueError(f"{candidate} lacks the measures {', '.join(missing)}")
@@ -560,6 +607,13 @@ def _check_probe_entries(probes: dict, candidate: Path) -> None:
                 raise ValueError(
                     f"{candidate}: {name}[{i}] must be a number (or null), got {_short(value)}"
                 )
+    for name in set(COLLAPSE_NORM_MEASURES) & set(probes):
+        for i, entry in enumerate(probes[name]):
+            if not (entry is None or numbers(entry, layers)):
+                raise ValueError(
+                    f"{candidate}: {name}[{i}] must be null (not measured) or a list of {layers} "
+                    f"numbers (or null), one per layer, got {_short(entry)}"
+                )
 
 
 def _most_common(lengths: list[int]) -> int:
@@ -575,13 +629,164 @@ def _short(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def collapsed(probes: dict, at: int, below: float) -> bool:
-    """Whether probe ``at`` (an index into ``probes["step"]``) of a trajectory as
-    :func:`load_probes` returns it meets the collapse hunt's criterion: in every layer, the
-    ``|mean|`` order parameter of G_LM and σ2/σ1 of A are below ``below`` (both dimensionless).
-    An undefined value (``None``) does not count as collapsed."""
-    order = probes["G_order_mean"][at]
-    ratio = probes["A_sigma_ratio"][at]
-    return all(o is not None and o < below for o in order) and all(
-        r is not None and r < below for r in ratio
+@dataclass(frozen=True)
+class CollapseCriterion:
+    """One rule for calling a model collapsed. A layer meets it when each of ``measures`` (the
+    names of :func:`load_probes` and of a hunt record) is below ``below`` there; a layer's value
+    is the mean over its heads (``heads="mean"``, as the trajectories record it) or its most
+    collapsed head's (``"min"``). ``layers`` is the rule's own count: ``"every"`` layer or
+    ``"any"`` layer must meet it; :class:`CriterionReading` reports both. ``source``: a bib key
+    of ``book/references.bib`` or ``"ours"``."""
+
+    name: str
+    measures: tuple[str, ...]
+    below: float
+    heads: str
+    layers: str
+    source: str
+    meaning: str
+
+
+#: The collapse criteria of the course, by name, from loosest to tightest (chapter 11):
+#: ``study`` and ``row_map`` are the training-dynamics study's, ``strict`` is ours (the collapse
+#: hunt's, ``data/plans/collapse_hunt.json``), ``published`` the published 110M model's state.
+COLLAPSE_CRITERIA = {
+    c.name: c
+    for c in (
+        CollapseCriterion(
+            "study", ("G_order_rms",), 0.01, "mean", "every", "gokden2026dynamics",
+            "G_LM input-invariant (RMS order parameter)",
+        ),
+        CollapseCriterion(
+            "row_map", ("row_map_gain",), 0.1, "min", "any", "gokden2026dynamics",
+            "row map flat (gain of the most collapsed head)",
+        ),
+        CollapseCriterion(
+            "strict", ("G_order_mean", "A_sigma_ratio"), 1e-3, "mean", "every", "ours",
+            "G_LM invariant (|mean| order) and A near rank 1",
+        ),
+        CollapseCriterion(
+            "published", ("G_order_mean",), 1e-6, "mean", "every", "gokden2026soc",
+            "the published model's G_LM (order parameter 0)",
+        ),
     )
+}  # fmt: skip
+
+
+def collapse_criteria() -> list[dict]:
+    """:data:`COLLAPSE_CRITERIA` as rows for a table (``pandas.DataFrame(collapse_criteria())``):
+    the fields of :class:`CollapseCriterion`, the measures joined by "and"."""
+    return [{**asdict(c), "measures": " and ".join(c.measures)} for c in COLLAPSE_CRITERIA.values()]
+
+
+@dataclass(frozen=True)
+class CriterionReading:
+    """A model (or a probe of a trajectory) read against one criterion. ``ratio``: per layer,
+    the largest of the criterion's measures over its threshold (``inf`` where a value is
+    undefined); ``met``: per layer, whether every measure is below the threshold (compared
+    directly, not through the ratio)."""
+
+    criterion: CollapseCriterion
+    ratio: tuple[float, ...]
+    met: tuple[bool, ...]
+
+    every_layer = property(lambda self: all(self.met), doc="Every layer meets the criterion.")
+    any_layer = property(lambda self: any(self.met), doc="Some layer meets the criterion.")
+    verdict = property(
+        lambda self: self.every_layer if self.criterion.layers == "every" else self.any_layer,
+        doc="The criterion's own rule: ``every_layer`` or ``any_layer``.",
+    )
+    distance = property(
+        lambda self: max(self.ratio),
+        doc="Times above the threshold in the least collapsed layer (< 1: every layer meets it).",
+    )
+    nearest = property(
+        lambda self: min(self.ratio),
+        doc="Times above the threshold in the most collapsed layer (< 1: some layer meets it).",
+    )
+
+
+def collapse_reading(
+    values: Mapping, criterion: str = "strict", below: float | None = None
+) -> CriterionReading:
+    """Read per-layer values against one of :data:`COLLAPSE_CRITERIA`: the one function that
+    says whether a model, or a probe of a trajectory, has collapsed.
+
+    Parameters
+    ----------
+    values:
+        For each of the criterion's measures, one value per layer (a list or a tensor ``[L]``),
+        or one list of per-head values per layer (a tensor ``[L, H]``), reduced to the layer's
+        value by the criterion's ``heads`` rule; ``None`` or ``nan`` is undefined and never
+        meets the criterion.
+    criterion:
+        A name of :data:`COLLAPSE_CRITERIA`.
+    below:
+        The threshold, when a record names its own (it must then equal the criterion's: a
+        record made under another threshold is refused rather than read under this one).
+
+    Returns
+    -------
+    :class:`CriterionReading`.
+
+    Raises
+    ------
+    ValueError
+        An unknown criterion, a threshold other than the criterion's, a missing measure, no
+        layers, measures with different numbers of layers, or a value that is neither None nor
+        a real number ≥ 0.
+    """
+    if criterion not in COLLAPSE_CRITERIA:
+        raise ValueError(f"unknown criterion {criterion!r}, not one of {list(COLLAPSE_CRITERIA)}")
+    c = COLLAPSE_CRITERIA[criterion]
+    if below is not None and below != c.below:
+        raise ValueError(f"the {criterion} criterion's threshold is {c.below:g}, not {below!r}")
+    if not isinstance(values, Mapping) or any(m not in values for m in c.measures):
+        raise ValueError(f"the {criterion} criterion needs per-layer values of {c.measures}")
+    rows = [v.tolist() if isinstance(v, Tensor) else list(v) for v in map(values.get, c.measures)]
+    layers = [[_layer_value(v, c.heads) for v in row] for row in rows]
+    if not layers[0] or any(len(x) != len(layers[0]) for x in layers):
+        raise ValueError(f"{c.measures} need the same number (≥ 1) of layers each")
+    ratio, met = [], []
+    for per_layer in zip(*layers, strict=True):
+        met.append(all(v is not None and v < c.below for v in per_layer))
+        ratio.append(max(math.inf if v is None else v / c.below for v in per_layer))
+    return CriterionReading(c, tuple(ratio), tuple(met))
+
+
+def _layer_value(entry: object, heads: str) -> float | None:
+    """One layer's value: the entry itself, or its heads reduced by ``heads``; None if undefined."""
+    if isinstance(entry, list | tuple):
+        if any(_layer_value(v, heads) is None for v in entry) or not entry:
+            return None
+        return min(entry) if heads == "min" else sum(entry) / len(entry)
+    if entry is None or (isinstance(entry, float) and math.isnan(entry)):
+        return None
+    if not is_real(entry) or entry < 0:
+        raise ValueError(f"a measure's value must be None or a real number >= 0, got {entry!r}")
+    return float(entry)
+
+
+def probe_reading(
+    probes: dict, at: int, criterion: str = "strict", below: float | None = None
+) -> CriterionReading:
+    """:func:`collapse_reading` of probe ``at`` (an index into ``probes["step"]``) of a
+    trajectory as :func:`load_probes` returns it (or a hunt record, which holds one).
+
+    Raises
+    ------
+    ValueError
+        As :func:`collapse_reading`, or a criterion whose measures the trajectory does not
+        record (the row-map gain is measured on a run's final model only).
+    """
+    measures = COLLAPSE_CRITERIA[criterion].measures if criterion in COLLAPSE_CRITERIA else ()
+    if any(not isinstance(probes.get(m), list) for m in measures):
+        raise ValueError(f"the trajectory does not record {measures} ({criterion} criterion)")
+    return collapse_reading({m: probes[m][at] for m in measures}, criterion, below)
+
+
+def collapsed(probes: dict, at: int, below: float) -> bool:
+    """Whether probe ``at`` of a trajectory meets the collapse hunt's (``strict``) criterion in
+    every layer (:func:`probe_reading`); ``below`` is the record's threshold, which must be the
+    criterion's. An undefined value (``None``) does not count as collapsed."""
+    return probe_reading(probes, at, "strict", below).every_layer

@@ -237,6 +237,61 @@ def rank_audit(A: Tensor, head_dim: int | None = 1) -> RankAudit:
     return RankAudit(rank, ratio, row_spread, head_spread)
 
 
+@dataclass(frozen=True)
+class MetricNorm:
+    """The metric learner's last LayerNorm, per layer: ``scale`` = mean |γ| and ``shift`` =
+    mean |β| over its d_k entries, CPU float64 tensors ``[L]`` (dimensionless: A is a LayerNorm
+    output); ``nan`` in a layer without a metric learner (constant-G)."""
+
+    scale: Tensor
+    shift: Tensor
+
+
+def metric_norm(model: PLDRLLM) -> MetricNorm:
+    """Mean |γ| and mean |β| of the LayerNorm that ends each layer's metric learner (its last
+    residual unit's, ``reslayerAs[-1].layernormA``), the LayerNorm whose output is A.
+
+    Each row of A is ``γ ⊙ n + β`` with ``n`` a row normalised to mean 0 and RMS 1, so γ sets
+    how much of A can still depend on the input and β is the part every input shares: with
+    γ = 0 every row of A equals β whatever the input (row-map collapse, chapter 9's model
+    flattened by hand). Read from the weights; no input is needed.
+
+    Source: the route to row-map collapse proposed by the training-dynamics study
+    [gokden2026dynamics] (AdamW's decoupled weight decay shrinking the scale of the metric
+    learner's last LayerNorm); the measurement is ours (bracketed keys cite
+    ``book/references.bib``).
+
+    Parameters
+    ----------
+    model:
+        A :class:`kvattn.pldr.PLDRLLM` (PLGA or constant-G), any device.
+
+    Returns
+    -------
+    :class:`MetricNorm`: ``scale`` and ``shift``, ``[L]`` each, CPU float64; ``nan`` for every
+    layer of a constant-G model, which has no metric learner.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLDRLLM (a GPT has no metric learner).
+    ValueError
+        The weights are on the meta device (no values to read).
+    """
+    _check_pldrllm(model)
+    scale, shift = [], []
+    for block in model.decoder.dec_layers:
+        attention = block.mha1
+        if attention.kind != "plga":
+            scale.append(torch.tensor(float("nan"), dtype=torch.float64))
+            shift.append(torch.tensor(float("nan"), dtype=torch.float64))
+            continue
+        norm = attention.reslayerAs[-1].layernormA
+        scale.append(cpu64(norm.weight, "the LayerNorm's scale").abs().mean())
+        shift.append(cpu64(norm.bias, "the LayerNorm's shift").abs().mean())
+    return MetricNorm(torch.stack(scale), torch.stack(shift))
+
+
 def _ratio(num: Tensor, den: Tensor) -> Tensor:
     """num / den, and 0 where den = 0 (used where den = 0 forces num = 0, e.g. a zero matrix)."""
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)

@@ -19,7 +19,7 @@ import torch
 from .. import data
 from .._files import write_json
 from ..checkpoint import load_pretrained
-from ..diagnostics import collapsed, row_map_gain
+from ..diagnostics import probe_reading, row_map_gain
 from ..pldr import PLDRLLM
 from ..pretrain import PretrainConfig, pretrain
 from .files import CHECKPOINT, HUNT_PLAN, PROG, ReproduceError, machine, plan, ship_run
@@ -91,7 +91,9 @@ def hunt_run(
     wall = time.perf_counter() - start
     probes = result.probes
     below = hunt["collapse_below"]
-    hit = [s for i, s in enumerate(probes["step"]) if collapsed(probes, i, below)]
+    hit = [
+        s for i, s in enumerate(probes["step"]) if probe_reading(probes, i, "strict", below).verdict
+    ]
     record = {
         "name": name,
         "why": hunt["runs"][name]["why"],
