@@ -38,6 +38,7 @@ LAYERS = {
     "distributed": 6,
     "pretrain": 7,
     "experiments": 8,
+    "contrast_report": 9,
     "generate": 8,
     "benchmark": 8,
     "reproduce": 9,

@@ -316,3 +316,200 @@ def test_shipped_command_is_the_package_command_that_remakes_it():
     moved = experiments.load_shipped("symmetry_contrast_silu_12000")
     assert "--out /tmp/dev/symmetry_contrast_silu_12000.json" in moved.provenance["command"]
     assert moved.command == "kvattn-reproduce experiment symmetry_contrast_silu_12000"
+
+
+# Chapter 5's prose: every number it writes from a shipped run, recomputed here from
+# data/experiments/ and looked up in the chapter's Markdown (so the two cannot drift apart).
+CHAPTER5 = ROOT / "notebooks" / "05_beyond_rank_one.ipynb"
+
+
+def _chapter5_markdown() -> str:
+    cells = json.loads(CHAPTER5.read_text(encoding="utf-8"))["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return " ".join(text.split())  # one space between words: prose wraps anywhere
+
+
+def _markdown_between(start: str, end: str) -> str:
+    text = _chapter5_markdown()
+    return text[text.index(start) : text.index(end, text.index(start))]
+
+
+def _ch5():
+    from kvattn import experiments
+
+    load = experiments.load_shipped
+    runs = {
+        "first": load("symmetry_contrast").contrast,
+        "first_3x": load("symmetry_contrast_long").contrast,
+        "silu_shared": load("symmetry_contrast_silu_powered").contrast,
+        "confirmatory": load("symmetry_contrast_powered").contrast,
+        "silu_3x": load("symmetry_contrast_silu_long").contrast,
+        "gelu_relu_3x": load("symmetry_contrast_gelu_relu_long").contrast,
+        "rates_3x": load("symmetry_contrast_silu_rates_3000").contrast,
+        "rechosen": load("symmetry_contrast_silu_long_rechosen").contrast,
+    }
+    runs["horizon_tests"] = [
+        load(f"symmetry_contrast_{a}_12000").contrast.contrasts[0] for a in ("silu", "gelu", "relu")
+    ]
+    runs["three_x"] = runs["silu_3x"].contrasts + runs["gelu_relu_3x"].contrasts
+    runs["dose"] = load("symmetry_contrast").dose_response
+    return runs
+
+
+@pytest.mark.slow  # nine numerical integrations for the design's power
+def test_chapter5_answer_states_what_the_shipped_runs_support():
+    """The answer box (top and end): the 1,000-step leads, the SiLU range over rate pairs, the
+    3,000-step equivalence and its power, the 12,000-step verdicts and their design's power."""
+    from kvattn import contrast_report as R
+
+    r = _ch5()
+    answer = _markdown_between(":::{admonition} The answer :class:", " :::")
+    assert _chapter5_markdown().count(answer[answer.index("In these") :]) == 2  # top and end
+    conf = r["confirmatory"].contrasts
+    assert [c.n for c in conf] == [36, 36, 36]
+    means = sorted(c.mean for c in conf)
+    assert f"+{means[0]:.4f} to +{means[-1]:.4f} nats/token (36 paired seeds" in answer
+    assert all(v.verdict == "gated lower" for v in R.verdicts(conf).values())
+    pairs = R.rate_pairs([r["silu_shared"], r["confirmatory"]])
+    assert f"+{min(c.mean for c in pairs.values()):.4f} to " in answer
+    assert f"+{max(c.mean for c in pairs.values()):.4f} across four pairs" in answer
+    assert r["confirmatory"].design["steps"] == 1000 and "after 1,000 steps" in answer
+    three = R.verdicts(r["three_x"])
+    assert {v.verdict for v in three.values()} == {"within ±0.01"}
+    powers = sorted(round(v.power, 2) for v in three.values())
+    assert f"power {powers[0]:.2f} to {powers[-1]:.2f}" in answer
+    flat = R.verdicts(r["horizon_tests"])
+    assert [v.verdict for v in flat.values()] == ["within ±0.01", "not resolved", "not resolved"]
+    ns = [c.n for c in r["horizon_tests"]]
+    planned = R.family_equivalence_power([c.sd for c in r["three_x"]], ns)
+    realised = R.family_equivalence_power([c.sd for c in r["horizon_tests"]], ns)
+    assert f"probability about {planned:.2f} even" in answer
+    assert f"(about {realised:.2f} at the spread" in answer
+
+
+def test_chapter5_tools_and_results_prose():
+    from kvattn import contrast_report as R
+
+    r = _ch5()
+    text = _chapter5_markdown()
+    mdes = sorted(c.mde for c in r["first"].contrasts)
+    assert f"from {mdes[0]:.3f} to {mdes[-1]:.3f} nats/token, are all" in text
+    assert max(stats.pairs_needed(c.sd, 0.01) for c in r["first"].contrasts) == 36
+    assert "the largest of these numbers, 36 pairs" in text
+    # the Holm example is the 12,000-step family's equivalence p-values
+    eq = [c.equivalence_p(0.01) for c in r["horizon_tests"]]
+    assert [round(p, 4) for p in eq] == [0.0158, 0.0456, 0.0254]
+    assert stats.holm(eq) == [True, False, False] and 0.025 < eq[2] < 0.0255 < 0.05 > eq[1]
+    assert "the next (0.0254) misses α/2 = 0.025" in text and "so 0.0456 is not" in text
+    # at 1,000 steps every estimate is above 0.01; at 3,000 and 12,000 every 90 % interval
+    # lies inside ±0.01
+    assert all(c.mean > 0.01 for c in r["confirmatory"].contrasts)
+    assert all(c.equivalence_p(0.01) < 0.05 for c in r["three_x"] + r["horizon_tests"])
+    assert stats.holm([eq[0], eq[1]]) == [True, True]  # SiLU and GELU alone: GELU passes
+    assert R.verdicts(r["horizon_tests"])["gelu"].verdict == "not resolved"
+
+
+def test_chapter5_rate_pairs_prose():
+    """The rate-pair paragraph and the evolution box: the four SiLU pairs at 1,000 steps, the
+    symmetric kind's chosen rate doing worse on the test seeds, the 3,000-step pairs."""
+    from kvattn import contrast_report as R
+    from kvattn.experiments import paired_contrast
+
+    r = _ch5()
+    text = _chapter5_markdown()
+    shared, conf = r["silu_shared"], r["confirmatory"]
+    assert shared.design["test_seeds"] == conf.design["test_seeds"] == list(range(8, 44))
+    assert "seeds 8–43" in text
+    pairs = R.rate_pairs([shared, conf])
+    by_size = sorted(pairs.items(), key=lambda kv: -kv[1].mean)
+    (top, _), (second, _), (third, _), (last, _) = ((f"+{c.mean:.4f}", 0) for _, c in by_size)
+    assert f"four pairs give {top} (the reported test" in text
+    assert f"0.007), {second}, {third} and {last}." in text
+    assert "(" + ", ".join(f"+{c.mean:.4f}" for _, c in reversed(by_size)) + ")" in text
+    reported = pairs[(conf.chosen_lr["silu symmetric"], conf.chosen_lr["silu gated"])]
+    assert by_size[0][1] == reported and (
+        conf.chosen_lr["silu symmetric"],
+        conf.chosen_lr["silu gated"],
+    ) == (0.005, 0.007)
+    assert (
+        "symmetric at 0.005 and gated at\n0.007" in text
+        or "symmetric at 0.005 and gated at 0.007" in text
+    )
+    assert shared.chosen_lr["silu symmetric"] == 0.01
+    worse = paired_contrast(
+        "silu", conf.final["silu symmetric"], shared.final["silu symmetric"], 0.05, 0.8
+    )
+    assert (f"{worse.mean:.4f}", f"{worse.se:.4f}", f"{worse.p:.1g}") == (
+        "0.0063",
+        "0.0020",
+        "0.004",
+    )
+    assert text.count("by 0.0063 ± 0.0020") == 2  # the rate paragraph and the evolution box
+    assert text.count("(p = 0.004)") == 2
+    assert all(c.mean > 0 for c in pairs.values())  # the sign holds at every pair
+    assert sorted(c.p < 0.05 for c in pairs.values()) == [False, True, True, True]
+    assert "holds at all four rate pairs and three of them resolve it" in text
+    # the better pair for the symmetric kind (its loss is lower at 0.01) halves the contrast
+    assert 0.4 < pairs[(0.01, 0.007)].mean / reported.mean < 0.6
+    (first_silu,) = shared.contrasts
+    assert (f"{first_silu.mean:+.4f}", f"{first_silu.se:.4f}", f"{first_silu.p:.2f}") == (
+        "+0.0039",
+        "0.0030",
+        "0.21",
+    )
+    assert "+0.0039 ± 0.0030 (p = 0.21)" in text
+    # 3,000 steps: from the rerun at the re-chosen rates to the designed test, all inside ±0.01
+    at_3x = R.rate_pairs([r["silu_3x"], r["rechosen"]])
+    low, high = min(c.mean for c in at_3x.values()), max(c.mean for c in at_3x.values())
+    assert (
+        f"from {low:.4f}".replace("-", "−") in text
+        and f"to +{high:.4f} (the designed test)" in text
+    )
+    assert at_3x[(0.007, 0.005)].mean == low and at_3x[(0.005, 0.007)].mean == high
+    assert all(-0.01 < c.interval(0.95)[0] and c.interval(0.95)[1] < 0.01 for c in at_3x.values())
+    assert r["rates_3x"].chosen_lr == {"silu symmetric": 0.007, "silu gated": 0.005}
+    assert "(symmetric 0.007, gated 0.005)" in text
+    (re,) = r["rechosen"].contrasts
+    assert f"{re.mean:+.4f} ± {re.se:.4f} (p = {re.p:.1g})".replace("-", "−") in text
+
+
+def test_chapter5_evolution_box():
+    """The order of the runs and the figures the box gives for the earlier runs."""
+    r = _ch5()
+    box = _markdown_between(":::{admonition} How this experiment evolved", " ::: ")
+    first = r["first"]
+    assert first.design["test_seeds"] == list(range(8)) and "8 pairs (seeds 0–7)" in box
+    assert len(set(first.chosen_lr.values())) == 1 and len(first.design["select_seeds"]) == 1
+    held = stats.holm([c.p for c in first.contrasts])
+    assert held == [False, False, True] and all(c.mde > 0.01 for c in first.contrasts)
+    long = r["first_3x"]
+    assert long.design["steps"] == 3000 and len(long.design["test_seeds"]) == 8
+    assert max(abs(c.mean) for c in long.contrasts) < 0.0015 + 5e-5
+    assert all(c.p > 0.05 for c in long.contrasts)
+    assert "every difference within 0.0015 of zero" in box
+    assert len(r["confirmatory"].design["select_seeds"]) == 2 and "two selection seeds" in box
+    assert not set(r["confirmatory"].design["test_seeds"]) & set(first.design["test_seeds"])
+    order = ["First run", "same design at 3,000", "SiLU test on 36", "confirmatory run"]
+    order += ["12,000-step map", "3,000-step follow-ups", "SiLU at 12,000", "GELU, then ReLU"]
+    assert [box.index(s) for s in order] == sorted(box.index(s) for s in order)
+
+
+def test_chapter5_fresh_seed_sentence_is_gone_and_dose_prose_holds():
+    from kvattn.experiments import paired_contrast
+
+    r = _ch5()
+    text = _chapter5_markdown()
+    assert "no earlier run used" not in text
+    dose = r["dose"]
+    assert dose.betas == [0.25, 0.5, 1.0, 2.0, 8.0]
+    means = [sum(f) / len(f) for f in dose.final]
+    violation = [sum(v) / len(v) for v in dose.violation]
+    assert means[0] > means[1] > means[2] > means[3] < means[4]  # falls to β = 2, rises at 8
+    assert violation[4] < violation[3]  # the measured violation stopped growing
+    assert "falls from β = 0.25 to β = 2, and then rises again at β = 8" in text
+    steps = [
+        paired_contrast("", dose.final[i + 1], dose.final[i], 0.05, 0.8)
+        for i in range(len(dose.betas) - 1)
+    ]
+    assert [s.p < 0.05 for s in steps] == [True, False, False, True]  # the first and the last
+    assert "the first (out of the nearly bilinear end) and the last" in text

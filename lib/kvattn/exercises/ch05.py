@@ -79,6 +79,57 @@ def _mde_t(alpha_tail, power):
     )
 
 
+def _holm_count(p_values, alpha=0.05):
+    return sum(stats.holm(list(p_values), alpha))
+
+
+def _bonferroni_count(p_values, alpha=0.05):
+    return sum(p < alpha / len(p_values) for p in p_values)
+
+
+def _no_stop_count(p_values, alpha=0.05):
+    return sum(
+        p < t for p, t in zip(p_values, stats.holm_thresholds(list(p_values), alpha), strict=True)
+    )
+
+
+def _holm_cases(_gen):
+    return [
+        Case("three clear", ([0.001, 0.004, 0.03],)),
+        Case("stops at the second", ([0.0158, 0.0456, 0.0254],)),
+        Case("a later p under its own level", ([0.012, 0.03, 0.04, 0.011],)),
+        Case("none", ([0.2, 0.5],)),
+        Case("one test", ([0.04],)),
+        Case("unsorted, five", ([0.3, 0.009, 0.011, 0.0001, 0.02],)),
+    ]
+
+
+def _tost_cases(_gen):
+    return [
+        Case("inside the margin", (0.002, 0.003, 20, 0.01)),
+        Case("SiLU at 12,000 steps", (-0.0008, 0.0038, 15, 0.01)),
+        Case("negative, near the edge", (-0.007, 0.002, 12, 0.01)),
+        Case("outside", (0.015, 0.004, 8, 0.01)),
+        Case("two pairs", (0.0, 0.01, 2, 0.05)),
+    ]
+
+
+def _tost_min(mean, se, n, margin):
+    from scipy import stats as sps
+
+    return min(sps.t.sf((mean + margin) / se, n - 1), sps.t.cdf((mean - margin) / se, n - 1))
+
+
+def _tost_normal(mean, se, n, margin):
+    from scipy import stats as sps
+
+    return max(sps.norm.sf((mean + margin) / se), sps.norm.cdf((mean - margin) / se))
+
+
+def _tost_two_sided(mean, se, n, margin):
+    return min(1.0, 2 * stats.equivalence_p(mean, se, n, margin))
+
+
 register(
     Exercise(
         "eckart_young",
@@ -192,6 +243,60 @@ register(
             Mistake(
                 "the spread of one difference was used, not of the mean: divide sd by √n.",
                 lambda sd, n: _mde_t(0.025, 0.8)(sd, n) * math.sqrt(n),
+            ),
+        ),
+    ),
+    Exercise(
+        "holm_rejections",
+        5,
+        "holm_rejections(p_values, alpha=0.05) -> int",
+        "How many of the hypotheses with these p-values (a list, any order) Holm's step-down "
+        "procedure rejects at family-wise level alpha: sort the p-values, hold the k-th smallest "
+        "(k = 1, 2, ...) of m to alpha / (m - k + 1), and stop at the first that misses its level.",
+        _holm_count,
+        _holm_cases,
+        (
+            Mistake(
+                "the procedure did not stop: once one p-value misses its level, every larger one "
+                "is kept too, even if it lies below its own level.",
+                _no_stop_count,
+            ),
+            Mistake(
+                "this is Bonferroni's correction (every p against alpha / m): Holm's levels grow "
+                "to alpha / (m - 1), ..., alpha as the smaller p-values are rejected.",
+                _bonferroni_count,
+            ),
+            Mistake(
+                "no correction: with several tests, each at alpha, the chance of at least one "
+                "false rejection grows with their number.",
+                lambda p_values, alpha=0.05: sum(p < alpha for p in p_values),
+            ),
+        ),
+    ),
+    Exercise(
+        "tost_p",
+        5,
+        "tost_p(mean, se, n, margin) -> float",
+        "The p-value of the equivalence test (two one-sided t-tests, n - 1 degrees of freedom) "
+        "that a mean paired difference with standard error se over n pairs lies inside "
+        "(-margin, +margin): the larger of the p-values against 'mean <= -margin' and against "
+        "'mean >= +margin'.",
+        lambda mean, se, n, margin: stats.equivalence_p(mean, se, n, margin),
+        _tost_cases,
+        (
+            Mistake(
+                "the smaller of the two one-sided p-values: equivalence needs BOTH one-sided "
+                "tests to reject, so its p-value is the larger one.",
+                _tost_min,
+            ),
+            Mistake(
+                "normal tails: with few pairs use Student's t with n - 1 degrees of freedom.",
+                _tost_normal,
+            ),
+            Mistake(
+                "doubled: each one-sided test runs at the full level alpha (that is why a 90 % "
+                "interval, not a 95 % one, decides it), so nothing is doubled.",
+                _tost_two_sided,
             ),
         ),
     ),

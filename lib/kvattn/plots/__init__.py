@@ -19,6 +19,7 @@ all of them.
 
 from .charts import (
     dose_response,
+    forest,
     heatmap_grid,
     interval_bands,
     line_plot,
@@ -38,6 +39,7 @@ __all__ = [
     "collapse_trajectories",
     "color",
     "dose_response",
+    "forest",
     "heatmap_grid",
     "interval_bands",
     "line_plot",
