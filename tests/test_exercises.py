@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import config, diagnostics, exercises, mlp, pldr, symmetry
+from kvattn import config, diagnostics, exercises, memories, mlp, pldr, symmetry
 from kvattn.exercises import EXERCISES, ExerciseFailed, check
 
 MISTAKES = [(name, i) for name, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
@@ -95,8 +95,20 @@ def test_wrong_shape_and_type_are_reported():
         check("order_inflation", lambda a, b: (a - b).pow(2))
     with pytest.raises(ExerciseFailed, match="NaN or infinite"):
         check("kv_memory", lambda x, K, V: F.relu(x @ K.T) @ V / 0.0)
-    with pytest.raises(ExerciseFailed, match="expected integer indices"):
-        check("top_triggers", lambda c, k: c.topk(k, dim=0).indices.T.double())
+    # no chapter's exercise returns indices now: a throw-away one checks the message
+    top = exercises.Exercise(
+        "top_positions",
+        12,
+        "top_positions(c, k)",
+        "",
+        lambda c, k: c.topk(k, dim=0).indices.T,
+        lambda g: [exercises.Case("random", (torch.randn(9, 4, generator=g), 2))],
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(EXERCISES, "top_positions", top)
+        with pytest.raises(ExerciseFailed, match="expected integer indices"):
+            check("top_positions", lambda c, k: c.topk(k, dim=0).indices.T.double())
+    assert "top_positions" not in EXERCISES
 
 
 def test_generic_hints_for_unlisted_mistakes():
@@ -451,11 +463,58 @@ def test_head_form_and_rope_form_match_the_model():
     assert moved > 0.1 * rope_form(W_Q, W_K, G, theta, 7, 2).norm()
 
 
-def test_absorbed_keys_give_the_same_layer():
+def test_folded_keys_and_thresholds_give_the_same_layer():
+    """fold_affine's reference against the layer it folds, and against the library's
+    absorb_global_query for a pure query (c = 0)."""
     gen = torch.Generator().manual_seed(3)
-    K, Q = torch.randn(8, 5, generator=gen), torch.randn(5, 5, generator=gen)
+    K, A, c = (torch.randn(*s, generator=gen) for s in ((8, 5), (5, 5), (5,)))
     x = torch.randn(4, 5, generator=gen)
-    torch.testing.assert_close((x @ Q) @ K.T, x @ EXERCISES["absorb_query"].reference(K, Q).T)
+    keys, thresholds = EXERCISES["fold_affine"].reference(K, A, c)
+    torch.testing.assert_close((x @ A + c) @ K.T, x @ keys.T + thresholds)
+    layer = mlp.KeyValueMLP(5, 8, d_out=3)
+    with torch.no_grad():
+        layer.W_k.copy_(K)
+    absorbed = memories.absorb_global_query(layer, A)
+    torch.testing.assert_close(absorbed.W_k, EXERCISES["fold_affine"].reference(K, A, 0 * c)[0])
+
+
+def test_strongest_slots_reads_the_largest_contributions():
+    """The reference keeps exactly the n contributions relu(x·k_j) v_j largest in norm, found
+    here by a loop over one token's slots; n = m gives the whole layer."""
+    gen = torch.Generator().manual_seed(4)
+    x, K, V = (torch.randn(*s, generator=gen, dtype=torch.float64) for s in ((6,), (9, 6), (9, 3)))
+    ref = EXERCISES["strongest_slots"].reference
+    parts = [torch.relu(x @ k) * v for k, v in zip(K, V, strict=True)]
+    largest = sorted(parts, key=lambda p: -float(p.norm()))
+    for n in (1, 3, 9):
+        torch.testing.assert_close(ref(x[None], K, V, n)[0], sum(largest[:n]))
+    torch.testing.assert_close(ref(x[None], K, V, 9)[0], torch.relu(x @ K.T) @ V)
+    assert (ref(x[None], K, V, 1)[0] - ref(x[None], K, V, 9)[0]).norm() > 1e-3
+
+
+def test_written_values_read_every_stored_input_back():
+    """A memory written by write_values recalls each of its N keys exactly, also for N > d
+    (where a linear memory x Xᵀ V could not: X Xᵀ has rank d), and V = Y for orthonormal keys."""
+    gen = torch.Generator().manual_seed(5)
+    X = torch.nn.functional.normalize(torch.randn(40, 8, generator=gen, dtype=torch.float64), dim=1)
+    Y = torch.randn(40, 3, generator=gen, dtype=torch.float64)
+    V = EXERCISES["write_values"].reference(X, Y)
+    torch.testing.assert_close(torch.relu(X @ X.T) @ V, Y)
+    assert torch.linalg.matrix_rank(X @ X.T) == 8
+    E = torch.eye(4, dtype=torch.float64)
+    torch.testing.assert_close(EXERCISES["write_values"].reference(E, Y[:4]), Y[:4])
+
+
+def test_rank1_layer_matches_the_full_bilinear_layer():
+    """The rank-1 layer built from the slot matrices computes the full layer of those matrices
+    (mlp.FullBilinearAttentionMLP at rank 1, fed the same M_j through slot_matrices)."""
+    torch.manual_seed(6)
+    full = mlp.FullBilinearAttentionMLP(6, 5, rank=1, d_out=4, act="gelu").double()
+    x = torch.randn(7, 6, dtype=torch.float64)
+    build = EXERCISES["rank1_layer"].reference
+    layer = build(mlp.slot_matrices(full), full.W_v.detach(), torch.nn.functional.gelu)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), full(x))
 
 
 def test_rope_reference_matches_the_model():
@@ -848,6 +907,52 @@ def test_form_from_outputs_recovers_the_symmetrised_interaction_tensor():
     torch.testing.assert_close(S, interaction.symmetrise(interaction.interaction_tensor(layer)))
 
 
+def test_function_gap_is_zero_exactly_when_the_outputs_agree():
+    """The gap of exercise function_gap against an independent judge, the layers' outputs: 0 (to
+    rounding) for the changes that keep the function, and then the outputs agree; positive for
+    the others, and then they differ."""
+    ex = EXERCISES["function_gap"]
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+    def outputs(W_q, W_k, W_v):
+        return ((x @ W_q.T) * (x @ W_k.T)) @ W_v
+
+    for case in ex.cases(torch.Generator().manual_seed(0)):
+        first, second = case.args
+        gap = ex.reference(first, second)
+        same = torch.allclose(outputs(*first), outputs(*second), rtol=1e-10, atol=1e-10)
+        assert (gap < 1e-12) == same, case.label
+        assert same == (case.label.startswith(("q_j ↔ k_j", "slots reordered", "(q_j, k_j, v_j)")))
+
+
+def test_best_fixed_form_solves_the_normal_equations():
+    """The reference of best_fixed_form recovers sym(B) of a bilinear layer exactly, and for a
+    gated layer its residual is orthogonal to every product x_a x_b (the normal equations of
+    least squares), which numpy's solver confirms."""
+    import numpy as np
+
+    from kvattn import interaction
+
+    ex = EXERCISES["best_fixed_form"]
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(200, 4, generator=gen, dtype=torch.float64)
+    bilinear = mlp.GatedMLP(4, 6, 3, variant="bilinear").double().requires_grad_(False)
+    S = ex.reference(bilinear, x)
+    expected = interaction.symmetrise(interaction.interaction_tensor(bilinear))
+    torch.testing.assert_close(S, expected, rtol=1e-10, atol=1e-12)
+    swiglu = mlp.GatedMLP(4, 6, 2, variant="swiglu").double().requires_grad_(False)
+    S = ex.reference(swiglu, x)
+    torch.testing.assert_close(S, S.transpose(-1, -2))
+    residual = swiglu(x) - interaction.bilinear_form(S, x)
+    products = (x[:, :, None] * x[:, None, :]).reshape(200, 16)
+    assert float((products.T @ residual).abs().max()) < 1e-10
+    solution = np.linalg.lstsq(products.numpy(), swiglu(x).numpy(), rcond=None)[0]
+    torch.testing.assert_close(S, torch.from_numpy(solution.T.reshape(2, 4, 4)))
+    # the fitted form is not the average of the gated layer's local matrices sym(B_o(x))
+    local = interaction.symmetrise(interaction.gated_interaction(swiglu, x)).mean(0)
+    assert float((S - local).abs().max()) > 1e-3
+
+
 def test_effective_parameters_is_the_jacobian_rank_of_the_layer():
     """The rank of ∂sym(B)/∂weights equals kvattn.symmetry.jacobian_rank of the layer's outputs,
     below saturation (two directions per slot lost) and above it (the function space is full)."""
@@ -900,8 +1005,52 @@ def test_violations_from_the_gate_estimate_the_population_values():
         assert C * math.log(1.1) ** 2 == pytest.approx(symmetry.scale_violation(name, 1.1), rel=0.1)
 
 
-def test_slots_needed_values():
-    ref = EXERCISES["slots_needed"].reference
-    assert ref(64, 32, 16, 16, 0.625) == 16  # 320 bits, 20 bits per slot: exactly full
-    assert ref(65, 32, 16, 16, 0.625) == 17  # 5 more bits need one more slot
-    assert ref(10, 1, 4, 4, 1.0) == 0  # one value carries no information
+def test_homogeneous_violations_are_the_library_quadrature_of_the_two_slope_activation():
+    """The closed forms of exercise homogeneous_violations against kvattn.symmetry's quadrature of
+    σ(z) = c₊z (z > 0), c₋z (z < 0); for α < 0 the scale violation is twice the exchange's and
+    does not depend on |α|."""
+    ref = EXERCISES["homogeneous_violations"].reference
+    for c_plus, c_minus in ((1.0, 0.0), (1.0, 0.1), (1.0, -1.0), (2.0, 0.5), (0.0, 1.0)):
+
+        def act(z, cp=c_plus, cm=c_minus):
+            return torch.where(z > 0, cp * z, cm * z)
+
+        for alpha in (0.5, 2.0, -1.0, -3.0):
+            exchange, scale = ref(c_plus, c_minus, alpha)
+            assert exchange == pytest.approx(symmetry.exchange_violation(act), rel=1e-9)
+            assert scale == pytest.approx(symmetry.scale_violation(act, alpha), rel=1e-9, abs=1e-12)
+            assert scale == (0.0 if alpha > 0 else pytest.approx(2 * exchange, rel=1e-12))
+    assert ref(1.0, 0.0, 2.0) == (1.0, 0.0)  # ReLU: the chapter's table
+    assert ref(1.0, 0.0, -1.0) == (1.0, 2.0)
+    assert ref(1.0, 1.0, -3.0) == (0.0, 0.0)  # the identity keeps both
+
+
+def test_holm_rejections_and_tost_p_against_independent_computations():
+    """Chapter 5's Holm and equivalence exercises: the references agree with a direct count of
+    Holm's step-down procedure and with scipy's one-sided one-sample t-tests on data built to
+    have the given mean and standard error; each listed mistake is told apart."""
+    import numpy as np
+    from scipy import stats as sps
+
+    holm_ref = EXERCISES["holm_rejections"].reference
+    assert holm_ref([0.0158, 0.0456, 0.0254]) == 1  # chapter 5's 12,000-step family
+    assert holm_ref([0.0158, 0.0456]) == 2  # SiLU and GELU alone
+    assert holm_ref([0.012, 0.03, 0.04, 0.011]) == 2  # 0.04 < 0.05 but the procedure stopped
+    tost = EXERCISES["tost_p"].reference
+    rng = np.random.default_rng(0)
+    for mean, se, n, margin in [(0.002, 0.003, 20, 0.01), (-0.007, 0.002, 12, 0.01)]:
+        z = rng.standard_normal(n)
+        z = (z - z.mean()) / z.std(ddof=1)  # mean 0, sample sd 1
+        d = mean + se * np.sqrt(n) * z  # mean `mean`, standard error `se`
+        lower = sps.ttest_1samp(d, -margin, alternative="greater").pvalue
+        upper = sps.ttest_1samp(d, margin, alternative="less").pvalue
+        assert tost(mean, se, n, margin) == pytest.approx(max(lower, upper), rel=1e-9)
+        lo, hi = sps.t.interval(0.90, n - 1, loc=mean, scale=se)
+        assert (tost(mean, se, n, margin) < 0.05) == (-margin < lo and hi < margin)
+    with pytest.raises(ExerciseFailed, match="did not stop"):
+        check(
+            "holm_rejections",
+            lambda p, alpha=0.05: EXERCISES["holm_rejections"].mistakes[0].fn(p, alpha),
+        )
+    with pytest.raises(ExerciseFailed, match="BOTH one-sided"):
+        check("tost_p", EXERCISES["tost_p"].mistakes[0].fn)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,6 +22,7 @@ from kvattn.mlp import (
     matched_slots,
     mlp_cost,
     score_cut,
+    slot_form_report,
     slot_matrices,
     truncate_rank,
 )
@@ -523,3 +526,35 @@ def test_mlp_cost_and_make_mlp_reject_rank_where_it_does_not_apply():
     with pytest.raises(ValueError, match="rank applies to the 'rank_r' form"):
         mlp_cost("gated", 8, 4, rank=4)
     assert mlp_cost("rank_r", 8, 4, rank=4) == (4 * (2 * 4 * 8 + 8), 2 * 4 * (2 * 4 * 8 + 8))
+
+
+def test_slot_form_report_measures_each_slot():
+    """slot_form_report: a symmetric slot has asymmetry 0 and an antisymmetric one inf; a rank-1
+    slot's top singular value carries all of it and both rank-1 cuts keep its score exactly; on a
+    full-rank slot the score cut is never farther than Eckart–Young (strictly closer here), and
+    the top share is s_1²/Σ s_i² from svdvals."""
+    layer = FullBilinearAttentionMLP(4, 3, 2, rank=4, act="silu").to(F64)
+    q = torch.randn(4, dtype=F64)
+    A = torch.randn(4, 4, dtype=F64)
+    with torch.no_grad():
+        layer.W_q.zero_()
+        layer.W_k.zero_()
+        layer.W_q[0, 0], layer.W_k[0, 0] = q, q  # slot 0: q qᵀ, symmetric and rank 1
+        layer.W_q[1] = torch.eye(4, dtype=F64)  # slot 1: M = W_q[1]ᵀ W_k[1] = A − Aᵀ
+        layer.W_k[1] = A - A.T
+        layer.W_q[2], layer.W_k[2] = A, torch.randn(4, 4, dtype=F64)  # slot 2: full rank
+    M = slot_matrices(layer)
+    torch.testing.assert_close(M[1], A - A.T)
+    report = slot_form_report(layer)
+    assert set(report) == {"top_share", "asymmetry", "score_cut", "matrix_cut"}
+    assert report["asymmetry"][0] == 0 and math.isinf(report["asymmetry"][1])
+    torch.testing.assert_close(report["top_share"][0], torch.tensor(1.0, dtype=F64))
+    assert report["score_cut"][0] < 1e-12 and report["matrix_cut"][0] < 1e-12
+    s = torch.linalg.svdvals(M[2])
+    torch.testing.assert_close(report["top_share"][2], s[0] ** 2 / (s**2).sum())
+    assert report["score_cut"][2] < report["matrix_cut"][2] - 1e-6
+    assert (report["score_cut"] <= report["matrix_cut"] + 1e-12).all()
+    with pytest.raises(TypeError, match="got KeyValueMLP"):
+        slot_form_report(KeyValueMLP(4, 3))
+    with pytest.raises(ValueError, match="rank must be at most d_model=4, got 5"):
+        slot_form_report(layer, 5)

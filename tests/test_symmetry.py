@@ -677,6 +677,51 @@ def test_trained_exchange_violation_per_slot_pools_to_the_layer_value():
     assert pooled == pytest.approx(trained_exchange_violation(layer, x), rel=1e-12)
 
 
+def test_slot_inputs_standardise_each_slot_and_pool_to_the_layer_violation():
+    """Chapter 4's comparison: each slot's (a, b) standardised, its correlation and mean, and the
+    whole layer's violation an energy-weighted mean of the slots' (so it can exceed the heaviest
+    slot's, but never the largest)."""
+    from kvattn.mlp import GatedMLP
+    from kvattn.symmetry import slot_inputs, trained_exchange_violation
+
+    torch.manual_seed(2)
+    layer = GatedMLP(6, 5, variant="swiglu")
+    x = torch.randn(300, 6) + 0.4
+    got = slot_inputs(layer, x)
+    assert got.a.shape == got.b.shape == (300, 5) and got.rho.shape == (5,)
+    torch.testing.assert_close(got.a.std(0), torch.ones(5, dtype=torch.float64))
+    with torch.no_grad():
+        a = x.double() @ layer.W_q.double().T
+        b = x.double() @ layer.W_k.double().T
+    for j in range(5):
+        r = torch.corrcoef(torch.stack([a[:, j], b[:, j]]))[0, 1]
+        assert float(got.rho[j]) == pytest.approx(float(r), abs=1e-12)
+        mean = (a[:, j].mean() / a[:, j].std() + b[:, j].mean() / b[:, j].std()) / 2
+        assert float(got.mean[j]) == pytest.approx(float(mean), abs=1e-12)
+    energy = (torch.nn.functional.silu(a) * b).pow(2).sum(0)
+    assert got.heaviest == int(energy.argmax())
+    torch.testing.assert_close(got.violation, trained_exchange_violation(layer, x, per_slot=True))
+    layer_value = trained_exchange_violation(layer, x)
+    assert got.layer_violation == pytest.approx(layer_value, rel=1e-12)
+    assert float(got.violation.min()) <= layer_value <= float(got.violation.max())
+    # a weighted mean, not a maximum and not the heaviest slot's value
+    assert layer_value != pytest.approx(float(got.violation[got.heaviest]), rel=1e-3)
+    with pytest.raises(ValueError, match="at least two inputs"):
+        slot_inputs(layer, x[:1])
+    with torch.no_grad():
+        layer.W_q[0].zero_()  # a = 0 for every input: slot 0 has no spread, and σ(0)·b = 0
+    with pytest.raises(ValueError, match="σ\\(a\\)b is 0 on every input"):
+        slot_inputs(layer, x)
+    with pytest.raises(TypeError, match="no query/key pair"):
+        slot_inputs(torch.nn.Linear(6, 6), x)
+    flat = x.clone()
+    flat[:, 0] = 1.0
+    with torch.no_grad():
+        layer.W_q[0] = torch.eye(6)[0]  # a = 1 on every input: σ(a)b ≠ 0 but no spread
+    with pytest.raises(ValueError, match="cannot be standardised"):
+        slot_inputs(layer, flat)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [

@@ -497,3 +497,54 @@ def truncate_rank(
         new.W_k.copy_(W_k)
         new.W_v.copy_(layer.W_v)
     return new
+
+
+def slot_form_report(
+    layer: FullBilinearAttentionMLP | SymmetricRank1Bilinear, rank: int = 1
+) -> dict[str, Tensor]:
+    """How a layer's slots split between what the score sees and what it does not, and how close
+    each rank-``rank`` cut of :func:`truncate_rank` comes to the scores (chapter 2, theorem
+    "The best rank-r slot"; Breslow 2026).
+
+    For every slot matrix M_j (:func:`slot_matrices`), with sym(M) = (M + Mᵀ)/2 and
+    antisym(M) = (M − Mᵀ)/2:
+
+    * ``"top_share"``: s_1² / Σ_i s_i², the share of ‖M_j‖_F² its largest singular value carries;
+    * ``"asymmetry"``: ‖antisym(M_j)‖_F / ‖sym(M_j)‖_F, the part no score x M_j xᵀ sees, relative
+      to the part it sees (inf for a slot with no symmetric part);
+    * ``"score_cut"`` and ``"matrix_cut"``: ‖sym(M_j) − sym(M̂_j)‖_F for the cut M̂_j of
+      ``truncate_rank(layer, rank, cut="score")`` and ``cut="matrix"`` (Eckart–Young), the
+      distance of the cut slot's score form to the trained one; the score cut is never farther.
+
+    Returns
+    -------
+    A dict of the four names above, each a float tensor of shape ``(n_slots,)`` on the layer's
+    device (dimensionless ratios for the first two, the units of the weights squared for the
+    distances).
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is not a :class:`FullBilinearAttentionMLP` or :class:`SymmetricRank1Bilinear`.
+    ValueError
+        ``rank`` not in 1..d_model.
+    """
+    if not isinstance(layer, FullBilinearAttentionMLP | SymmetricRank1Bilinear):
+        raise TypeError(
+            "expected a FullBilinearAttentionMLP or SymmetricRank1Bilinear, "
+            f"got {type(layer).__name__}"
+        )
+    rank = check_positive_int("rank", rank)
+    if rank > layer.d_model:
+        raise ValueError(f"rank must be at most d_model={layer.d_model}, got {rank}")
+    M = slot_matrices(layer)
+    S = torch.linalg.svdvals(M)
+    sym_part = (M + M.mT) / 2
+    report = {
+        "top_share": S[:, 0] ** 2 / (S**2).sum(1),
+        "asymmetry": ((M - M.mT) / 2).flatten(1).norm(dim=1) / sym_part.flatten(1).norm(dim=1),
+    }
+    for cut in ("score", "matrix"):
+        cut_M = slot_matrices(truncate_rank(layer, rank, cut=cut))
+        report[f"{cut}_cut"] = (sym_part - (cut_M + cut_M.mT) / 2).flatten(1).norm(dim=1)
+    return report

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
@@ -64,38 +62,75 @@ def _over(chance):
     return lambda nxt, top: float((nxt == top).double().mean() / chance(nxt, top))
 
 
-def _slots_needed(n_pairs, n_values, d, d_out, bits_per_weight):
-    return math.ceil(n_pairs * math.log2(n_values) / (bits_per_weight * (d + d_out)))
+def _slot_sizes(x, K, V):
+    """How much each slot writes for each token: relu(x·k_j) ‖v_j‖, shape (..., m)."""
+    return F.relu(x @ K.T) * V.norm(dim=-1)
 
 
-def _slots_cases(_gen):
+def _read_top(rank_by):
+    """The read-out of the n slots that ``rank_by(x, K, V)`` (shape (..., m)) ranks highest."""
+
+    def read(x, K, V, n):
+        kept = rank_by(x, K, V).topk(n, dim=-1).indices
+        mask = torch.zeros(*x.shape[:-1], K.shape[0], dtype=x.dtype).scatter(-1, kept, 1.0)
+        return (F.relu(x @ K.T) * mask) @ V
+
+    return read
+
+
+def _strongest_cases(gen):
+    d, m = 6, 12
+
+    def values(*shape):  # values of very different lengths, as in a trained layer
+        return randn(gen, *shape) * torch.exp(randn(gen, shape[0], 1))
+
     return [
-        Case("4096 pairs of 32 values, d = 16, d_out = 32", (4096, 32, 16, 32, 0.7)),
-        Case("the bits fill the slots exactly", (64, 32, 16, 16, 0.625)),
-        Case("1000 pairs of 10 values, wide keys", (1000, 10, 128, 10, 0.3)),
-        Case("one value: nothing to store", (500, 1, 16, 1, 1.0)),
-    ]
-
-
-def _top_trigger_cases(gen):
-    return [
-        Case("random, k=3", (randn(gen, 20, 7), 3)),
-        Case("k=1", (randn(gen, 12, 5), 1)),
-        Case("k = every position", (randn(gen, 6, 4), 6)),
-        Case("one key", (randn(gen, 9, 1), 2)),
-    ]
-
-
-def _absorb_cases(gen):
-    d, m = 5, 8
-    return [
-        Case("random non-symmetric Q", (randn(gen, m, d), randn(gen, d, d))),
-        Case("Q = identity", (randn(gen, m, d), torch.eye(d, dtype=torch.float64))),
+        Case("random, 5 tokens, n = 3", (randn(gen, 5, d), randn(gen, m, d), values(m, 4), 3)),
+        Case("one token, n = 1", (randn(gen, 1, d), randn(gen, m, d), values(m, d), 1)),
+        Case("batch axis, n = 4", (randn(gen, 2, 3, d), randn(gen, m, d), values(m, 2), 4)),
+        Case("n = m: the whole layer", (randn(gen, 4, d), randn(gen, m, d), values(m, 3), m)),
         Case(
-            "Q = a permutation",
-            (randn(gen, m, d), torch.eye(d, dtype=torch.float64)[[1, 2, 3, 4, 0]]),
+            "fewer slots fire than n",
+            (randn(gen, 3, d).abs(), -randn(gen, m, d).abs(), values(m, 3), 5),
         ),
-        Case("one key", (randn(gen, 1, d), randn(gen, d, d))),
+    ]
+
+
+def _write_values(X, Y):
+    return torch.linalg.solve(F.relu(X @ X.T), Y)
+
+
+def _write_cases(gen):
+    def unit(n, d):
+        x = randn(gen, n, d)
+        return x / x.norm(dim=-1, keepdim=True)
+
+    return [
+        Case("6 keys in R^8, d_out = 3", (unit(6, 8), randn(gen, 6, 3))),
+        Case("more keys than dimensions: 12 keys in R^5", (unit(12, 5), randn(gen, 12, 4))),
+        Case("keys of different lengths", (randn(gen, 5, 6) * 3, randn(gen, 5, 2))),
+        Case("one key", (unit(1, 4), randn(gen, 1, 3))),
+        Case(
+            "orthonormal keys",
+            (torch.linalg.qr(randn(gen, 6, 4))[0].T.contiguous(), randn(gen, 4, 3)),
+        ),
+    ]
+
+
+def _fold_cases(gen):
+    d, m = 5, 8
+    gain = torch.exp(randn(gen, d) / 2)
+    return [
+        Case("random non-symmetric A, c ≠ 0", (randn(gen, m, d), randn(gen, d, d), randn(gen, d))),
+        Case(
+            "a LayerNorm's gain and shift: A = diag(γ), c = β",
+            (randn(gen, m, d), torch.diag(gain), randn(gen, d)),
+        ),
+        Case(
+            "a global query: c = 0",
+            (randn(gen, m, d), randn(gen, d, d), torch.zeros(d, dtype=torch.float64)),
+        ),
+        Case("one slot", (randn(gen, 1, d), randn(gen, d, d), randn(gen, d))),
     ]
 
 
@@ -126,21 +161,36 @@ register(
         ),
     ),
     Exercise(
-        "top_triggers",
+        "strongest_slots",
         1,
-        "top_triggers(coefficients, k) -> LongTensor",
-        "coefficients (n, m): the memory coefficient of each of m keys at each of n positions. "
-        "Return the k positions where each key fires most, shape (m, k), strongest first.",
-        lambda c, k: c.topk(k, dim=0).indices.T,
-        _top_trigger_cases,
+        "strongest_slots(x, K, V, n) -> Tensor",
+        "Read a key-value memory relu(x Kᵀ) V through only the n slots that write the most for "
+        "each token: slot j writes relu(x·k_j) v_j, and its size is the norm of that vector. "
+        "x (..., d), keys K (m, d), values V (m, d_out), 1 ≤ n ≤ m; returns (..., d_out), the sum "
+        "of the n largest contributions of each token.",
+        _read_top(_slot_sizes),
+        _strongest_cases,
         (
             Mistake(
-                "the k weakest positions: sort in descending order (largest first).",
-                lambda c, k: c.topk(k, dim=0, largest=False).indices.T,
+                "slots ranked by their memory coefficient relu(x·k_j) alone: a slot writes "
+                "relu(x·k_j) v_j, so a slot that fires weakly but holds a long value can write "
+                "more than one that fires hard with a short value. Rank by relu(x·k_j) ‖v_j‖.",
+                _read_top(lambda x, K, V: F.relu(x @ K.T)),
             ),
             Mistake(
-                "shape (k, m): transpose so that row j lists key j's triggers.",
-                lambda c, k: c.topk(k, dim=0).indices,
+                "slots ranked by |x·k_j|: a key that points away from the token has a large "
+                "|x·k_j| but relu silences it, so it writes nothing and takes the place of a slot "
+                "that does.",
+                _read_top(lambda x, K, V: (x @ K.T).abs() * V.norm(dim=-1)),
+            ),
+            Mistake(
+                "slots ranked by the length of their values alone: which slots write depends on "
+                "the token, through relu(x·k_j); a long value whose key is silent writes nothing.",
+                _read_top(lambda x, K, V: V.norm(dim=-1).expand(*x.shape[:-1], -1)),
+            ),
+            Mistake(
+                "the n slots that write the least: keep the largest contributions.",
+                _read_top(lambda x, K, V: -_slot_sizes(x, K, V)),
             ),
         ),
     ),
@@ -181,53 +231,67 @@ register(
         ),
     ),
     Exercise(
-        "slots_needed",
+        "write_values",
         1,
-        "slots_needed(n_pairs, n_values, d, d_out, bits_per_weight) -> int",
-        "The fewest slots m of a key-value layer (keys in R^d, values in R^d_out) that can store "
-        "n_pairs associations, each naming one of n_values values, if the layer stores "
-        "bits_per_weight bits in each of its weights.",
-        _slots_needed,
-        _slots_cases,
+        "write_values(X, Y) -> Tensor",
+        "Write a memory: N stored inputs X (N, d) become the keys of an N-slot ReLU key-value "
+        "layer (K = X). Return the values V (N, d_out) for which the layer reads every stored "
+        "input back as its target exactly: relu(X Xᵀ) V = Y, for targets Y (N, d_out).",
+        _write_values,
+        _write_cases,
         (
             Mistake(
-                "one pair per slot: a slot is not a pigeon-hole; which slots fire, and how "
-                "strongly, is a code shared by all the pairs, and the chapter measured capacity "
-                "per weight.",
-                lambda n, k, d, d_out, b: n,
+                "V = Y, each slot writing its own target: reading key i fires every slot whose "
+                "key is not at more than 90° from it, so the read-out of x_i is "
+                "Σ_j relu(x_i·x_j) v_j, not v_i. The values must undo that crosstalk: solve "
+                "relu(X Xᵀ) V = Y.",
+                lambda X, Y: Y.clone(),
             ),
             Mistake(
-                "n_values bits per association: naming one of n_values values takes "
-                "log2(n_values) bits.",
-                lambda n, k, d, d_out, b: math.ceil(n * k / (b * (d + d_out))),
+                "V solves (X Xᵀ) V = Y, without the relu: the layer's coefficients are "
+                "relu(x_i·x_j), and the negative overlaps are silenced, not subtracted.",
+                lambda X, Y: torch.linalg.lstsq(X @ X.T, Y).solution,
             ),
             Mistake(
-                "only the values' weights counted: every slot brings d key weights as well as "
-                "d_out value weights.",
-                lambda n, k, d, d_out, b: math.ceil(n * math.log2(k) / (b * d_out)),
+                "V = relu(X Xᵀ) Y: that reads the targets through the memory once more; the "
+                "values are what relu(X Xᵀ) must turn into Y, so solve for them.",
+                lambda X, Y: F.relu(X @ X.T) @ Y,
             ),
             Mistake(
-                "whole bits per association: naming one of n_values values carries log2(n_values) "
-                "bits, a fraction in general; rounding it up for every pair overcounts, since the "
-                "pairs share the layer's weights and their bits add up before any rounding.",
-                lambda n, k, d, d_out, b: math.ceil(
-                    n * math.ceil(math.log2(k)) / (b * (d + d_out))
-                ),
-            ),
-            Mistake(
-                "rounded down: the slots must hold at least all the bits, so round up.",
-                lambda n, k, d, d_out, b: math.floor(n * math.log2(k) / (b * (d + d_out))),
+                "keys normalised inside the read: the stored inputs are the keys as they are, "
+                "and an input read back is x_i itself, with its length.",
+                lambda X, Y: _write_values(X / X.norm(dim=-1, keepdim=True), Y),
             ),
         ),
     ),
     Exercise(
-        "absorb_query",
+        "fold_affine",
         1,
-        "absorb_query(K, Q) -> Tensor",
-        "A layer relu((x Q) Kᵀ) V with a global query matrix Q (d, d) equals a key-value MLP "
-        "relu(x K'ᵀ) V. Return the new keys K' (m, d).",
-        lambda K, Q: K @ Q.T,
-        _absorb_cases,
-        (Mistake("K' = K Q: (xQ)·k = x·(k Qᵀ), so the keys become K Qᵀ.", lambda K, Q: K @ Q),),
+        "fold_affine(K, A, c) -> tuple[Tensor, Tensor]",
+        "A key-value layer relu((x A + c) Kᵀ) V reads its tokens through one affine map shared by "
+        "all slots (a LayerNorm's gain and shift A = diag(γ), c = β; a global query A = Q, c = 0). "
+        "Return the keys K' (m, d) and per-slot thresholds b (m,) of the same layer written "
+        "relu(x K'ᵀ + b) V. K (m, d), A (d, d), c (d,).",
+        lambda K, A, c: (K @ A.T, K @ c),
+        _fold_cases,
+        (
+            Mistake(
+                "keys K A: slot j's score is (x A)·k_j = x·(k_j Aᵀ), so with keys as rows "
+                "K' = K Aᵀ; the two differ unless A is symmetric (a LayerNorm's diagonal gain "
+                "is, a query matrix is not).",
+                lambda K, A, c: (K @ A, K @ c),
+            ),
+            Mistake(
+                "thresholds from the new keys, K' c: the shift c is added after A, so it meets "
+                "the original key: c·k_j.",
+                lambda K, A, c: (K @ A.T, K @ A.T @ c),
+            ),
+            Mistake(
+                "no thresholds: the shift c does not vanish; it becomes a threshold c·k_j of its "
+                "own for every slot, a bias the layer without c does not have.",
+                lambda K, A, c: (K @ A.T, torch.zeros(K.shape[0], dtype=K.dtype)),
+            ),
+        ),
+        outputs=("keys K'", "thresholds b"),
     ),
 )

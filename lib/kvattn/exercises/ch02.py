@@ -11,13 +11,13 @@ from ..mlp import score_cut
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
-def _mlp_cases(gen, rank: int | None = None):
+def _mlp_cases(gen, rank: int):
     d, m = 5, 7
 
     def w(*s):
         return randn(gen, *s) / math.sqrt(d)
 
-    qk = (m, d) if rank is None else (m, rank, d)
+    qk = (m, rank, d)
     cases = []
     for label, sigma, n, d_out in (
         ("SiLU, 4 tokens", F.silu, 4, d),
@@ -79,6 +79,59 @@ def _best_slot_cases(gen):
     ]
 
 
+def _rank1_factors(M):
+    """q_j = s_j u_j and k_j = v_j from the top singular triple of each slot, shape (m, d) each:
+    exact when every M_j = q_j k_jᵀ has rank 1 (at most)."""
+    U, S, Vh = torch.linalg.svd(M)
+    return U[..., 0] * S[..., :1], Vh[..., 0, :]
+
+
+def _rank1_from(factors, gate=None):
+    """A rank-1 layer builder: ``factors(M) -> (W_q, W_k)``; ``gate`` set puts σ on x·q_j only."""
+
+    def build(M, V, sigma):
+        W_q, W_k = factors(M)
+
+        def layer(x):
+            xq, xk = x @ W_q.T, x @ W_k.T
+            return (sigma(xq) * xk if gate else sigma(xq * xk)) @ V
+
+        return layer
+
+    return build
+
+
+def _top_eigen_factors(M):
+    lam, U = torch.linalg.eigh(_sym(M))
+    q = U[..., -1] * lam[..., -1:].clamp(min=0).sqrt()
+    return q, q
+
+
+def _rank1_cases(gen):
+    d, m = 5, 7
+
+    def slots(m, d, symmetric=False):
+        q = randn(gen, m, d) / math.sqrt(d)
+        k = q if symmetric else randn(gen, m, d) / math.sqrt(d)
+        return q[:, :, None] * k[:, None, :]  # M_j = q_j k_jᵀ, (m, d, d)
+
+    dead = slots(m, d)
+    dead[2] = 0.0
+    return [
+        Case("SiLU, 4 tokens", (slots(m, d), randn(gen, m, d), F.silu), (randn(gen, 4, d),)),
+        Case("GELU, d_out ≠ d", (slots(m, d), randn(gen, m, 2), F.gelu), (randn(gen, 3, d),)),
+        Case(
+            "tanh, batch axis", (slots(m, d), randn(gen, m, d), torch.tanh), (randn(gen, 2, 3, d),)
+        ),
+        Case(
+            "symmetric slots q_j = k_j",
+            (slots(m, d, True), randn(gen, m, 3), F.silu),
+            (randn(gen, 4, d),),
+        ),
+        Case("a dead slot M_j = 0", (dead, randn(gen, m, 3), F.silu), (randn(gen, 4, d),)),
+    ]
+
+
 def _bilinear_attention(x, Q, K, V, sigma):
     scores = torch.einsum("...i,jsi,jsk,...k->...j", x, Q, K, x)
     return sigma(scores) @ V
@@ -115,27 +168,38 @@ register(
         ),
     ),
     Exercise(
-        "symmetric_rank1",
+        "rank1_layer",
         2,
-        "symmetric_rank1(x, W_q, W_k, W_v, sigma) -> Tensor",
-        "The rank-1 bilinear layer Σ_j σ((x·q_j)(x·k_j)) v_j, built from bilinear_attention_mlp "
-        "by theorem (iii) of chapter 2: W_q, W_k (m, d) hold one query and one key per slot as "
-        "rows, W_v (m, d_out).",
-        lambda x, Wq, Wk, Wv, s: s((x @ Wq.T) * (x @ Wk.T)) @ Wv,
-        _mlp_cases,
+        "rank1_layer(M, V, sigma) -> Callable[[Tensor], Tensor]",
+        "A full bilinear-attention layer Σ_j σ(x M_j xᵀ) v_j stores each slot as a d×d matrix; "
+        "here every M_j has rank 1 (at most). M (m, d, d), V (m, d_out), sigma elementwise. Factor "
+        "each slot as M_j = q_j k_jᵀ and return the same layer at the rank-1 price: a function of "
+        "x (..., d) computing Σ_j σ((x·q_j)(x·k_j)) v_j, shape (..., d_out).",
+        _rank1_from(_rank1_factors),
+        _rank1_cases,
         (
             Mistake(
-                "σ on the query factor only: that is the gated MLP, not rank-1 bilinear attention.",
-                lambda x, Wq, Wk, Wv, s: (s(x @ Wq.T) * (x @ Wk.T)) @ Wv,
+                "the singular value left out (q_j = u_j, k_j = v_j): M_j = s_j u_j v_jᵀ, so one "
+                "factor must carry s_j (or each √s_j).",
+                _rank1_from(
+                    lambda M: (torch.linalg.svd(M)[0][..., 0], torch.linalg.svd(M)[2][..., 0, :])
+                ),
             ),
             Mistake(
-                "σ on both factors: the product is taken first, then σ.",
-                lambda x, Wq, Wk, Wv, s: (s(x @ Wq.T) * s(x @ Wk.T)) @ Wv,
+                "k_j read from a column of Vh: torch.linalg.svd returns Vh = Vᵀ, so the right "
+                "singular vector v_j is the first row of Vh[j], not its first column.",
+                _rank1_from(lambda M: (_rank1_factors(M)[0], torch.linalg.svd(M)[2][..., :, 0])),
             ),
             Mistake(
-                "σ applied to the output: σ acts on each slot's score, before the scores weight "
-                "the values.",
-                lambda x, Wq, Wk, Wv, s: s(((x @ Wq.T) * (x @ Wk.T)) @ Wv),
+                "σ on the query factor only, σ(x·q_j)(x·k_j): that is the gated MLP; the "
+                "bilinear layer applies σ to the whole score (x·q_j)(x·k_j) = x M_j xᵀ.",
+                _rank1_from(_rank1_factors, gate=True),
+            ),
+            Mistake(
+                "q_j = k_j from the top eigenpair of sym(M_j): the symmetric part of q kᵀ has "
+                "one positive and one negative eigenvalue (theorem, part ii), and keeping only "
+                "the positive one changes the score unless q_j ∥ k_j.",
+                _rank1_from(_top_eigen_factors),
             ),
         ),
     ),

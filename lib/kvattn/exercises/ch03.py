@@ -4,16 +4,48 @@ from __future__ import annotations
 
 import torch
 
-from .. import interaction
+from .. import interaction, mlp
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
-def _interaction_cases(gen):
-    d, m = 4, 6
+def _sym_tensor(W_q, W_k, W_v):
+    """sym(B) of a bilinear layer's slot weights, (d_out, d, d)."""
+    return interaction.symmetrise(torch.einsum("jo,ja,jb->oab", W_v, W_q, W_k))
+
+
+def _function_gap(first, second):
+    return float((_sym_tensor(*first) - _sym_tensor(*second)).abs().max())
+
+
+def _gap_cases(gen):
+    d, m, d_out = 4, 5, 3
+
+    def layer():
+        return randn(gen, m, d), randn(gen, m, d), randn(gen, m, d_out)
+
+    W_q, W_k, W_v = layer()
+    exchanged = torch.tensor([True, False, True, False, False])[:, None]
+    order = torch.tensor([3, 0, 4, 1, 2])
+    mixed_q, mixed_k = torch.where(exchanged, W_k, W_q), torch.where(exchanged, W_q, W_k)
+    alpha = torch.tensor([2.0, -0.5, 1.5, 3.0, -1.0], dtype=torch.float64)[:, None]
+    beta = torch.tensor([0.25, 4.0, -2.0, 1.0, 0.5], dtype=torch.float64)[:, None]
+    crossed = W_q.clone()
+    crossed[[0, 1]] = W_q[[1, 0]]
+    nudged = W_v.clone()
+    nudged[2, 0] += 0.1
     return [
-        Case("random", (randn(gen, m, d), randn(gen, m, d), randn(gen, m, 3))),
-        Case("one slot", (randn(gen, 1, d), randn(gen, 1, d), randn(gen, 1, 2))),
-        Case("d_out = d", (randn(gen, m, d), randn(gen, m, d), randn(gen, m, d))),
+        Case("q_j ↔ k_j in every slot", ((W_q, W_k, W_v), (W_k, W_q, W_v))),
+        Case(
+            "slots reordered, q ↔ k in two of them",
+            ((W_q, W_k, W_v), (mixed_q[order], mixed_k[order], W_v[order])),
+        ),
+        Case(
+            "(q_j, k_j, v_j) → (α_j q_j, β_j k_j, v_j/(α_j β_j)), signs included",
+            ((W_q, W_k, W_v), (alpha * W_q, beta * W_k, W_v / (alpha * beta))),
+        ),
+        Case("the queries of slots 0 and 1 exchanged", ((W_q, W_k, W_v), (crossed, W_k, W_v))),
+        Case("one value entry moved by 0.1", ((W_q, W_k, W_v), (W_q, W_k, nudged))),
+        Case("two unrelated layers", (layer(), layer())),
     ]
 
 
@@ -96,59 +128,120 @@ def _n_params(W_q, W_k, W_v):
     return W_q.numel() + W_k.numel() + W_v.numel()
 
 
-def _gated_interaction_cases(gen):
-    d, m = 4, 6
+def _gated_module(gen, d, m, d_out, variant):
+    """A float64 kvattn GatedMLP of ``variant`` with seeded weights, wrapped as a plain function
+    (the reader's ``layer``; the checker compares inputs before and after, which a module's
+    copy would fail). The module rides along as ``layer.module`` for the listed mistake."""
+    module = mlp.GatedMLP(d, m, d_out, variant=variant).double().requires_grad_(False)
+    for W in (module.W_q, module.W_k, module.W_v):
+        W.copy_(randn(gen, *W.shape) / d**0.5)
 
-    def sigmoid(z):
-        return torch.sigmoid(z)
+    def layer(x):
+        return module(x)
 
-    def relu_gate(z):
-        return (z > 0).to(z.dtype)
+    layer.module = module
+    return layer
 
+
+def _cubic(w):
+    """x ↦ ((x·w)³, x·w): no quadratic form fits it exactly, (..., 2)."""
+
+    def layer(x):
+        z = x @ w
+        return torch.stack([z**3, z], dim=-1)
+
+    return layer
+
+
+def _fixed_form_cases(gen):
+    d = 4
     return [
         Case(
-            "SiLU gate (sigmoid)",
-            (randn(gen, d), randn(gen, m, d), randn(gen, m, d), randn(gen, m, 3), sigmoid),
+            "bilinear layer, d = 4, 6 slots, 3 outputs, 200 inputs",
+            (_gated_module(gen, d, 6, 3, "bilinear"), randn(gen, 200, d)),
         ),
         Case(
-            "ReLU gate (step)",
-            (randn(gen, d), randn(gen, m, d), randn(gen, m, d), randn(gen, m, 2), relu_gate),
+            "SwiGLU layer, d = 4, 6 slots, 2 outputs, 300 inputs",
+            (_gated_module(gen, d, 6, 2, "swiglu"), randn(gen, 300, d)),
         ),
         Case(
-            "x = 0",
-            (
-                torch.zeros(d, dtype=torch.float64),
-                randn(gen, m, d),
-                randn(gen, m, d),
-                randn(gen, m, 2),
-                sigmoid,
-            ),
+            "ReGLU layer on shifted inputs, d = 3, 50 inputs",
+            (_gated_module(gen, 3, 5, 2, "reglu"), randn(gen, 50, 3) + 0.5),
         ),
+        Case("not quadratic: (x·w)³ and x·w, d = 3", (_cubic(randn(gen, 3)), randn(gen, 80, 3))),
+        Case("d = 1", (_gated_module(gen, 1, 3, 2, "swiglu"), randn(gen, 20, 1))),
     ]
 
 
-def _gated_interaction(x, W_q, W_k, W_v, gate):
-    return torch.einsum("mo,m,mi,mj->oij", W_v, gate(W_q @ x), W_q, W_k)
+def _best_fixed_form(layer, x, halve=True):
+    """The least-squares symmetric S with layer(x)[n, o] ≈ x_n S_o x_nᵀ over the inputs: one
+    coefficient per product x_a x_b (a ≤ b), whose S_ab = S_ba are its halves off the diagonal;
+    ``halve=False`` gives the listed mistake."""
+    d = x.shape[-1]
+    a, b = torch.triu_indices(d, d)
+    # least squares by QR (torch.linalg.lstsq's default driver differs in the last bit from call
+    # to call, and the checker wants the reference to agree with itself exactly)
+    Q, R = torch.linalg.qr(x[:, a] * x[:, b])
+    coefficients = torch.linalg.solve_triangular(R, Q.T @ layer(x), upper=True)  # (pairs, d_out)
+    upper = torch.zeros(coefficients.shape[1], d, d, dtype=x.dtype)
+    upper[:, a, b] = coefficients.T
+    S = upper + upper.transpose(-1, -2)
+    if halve:
+        return S / 2
+    return S - torch.diag_embed(torch.diagonal(upper, dim1=-2, dim2=-1))
+
+
+def _mean_local_form(layer, x):
+    """The listed mistake: the average over the inputs of the local matrices sym(B_o(x))."""
+    return interaction.symmetrise(interaction.gated_interaction(layer.module, x)).mean(0)
 
 
 register(
     Exercise(
-        "interaction_tensor",
+        "function_gap",
         3,
-        "interaction_tensor(W_q, W_k, W_v) -> Tensor",
-        "B with B[o] = Σ_j W_v[j, o] q_j k_jᵀ, shape (d_out, d, d), so that a bilinear layer's "
-        "output o is x B[o] xᵀ. W_q, W_k (m, d); W_v (m, d_out).",
-        lambda Wq, Wk, Wv: interaction.interaction_tensor(Wq, Wk, Wv),
-        _interaction_cases,
+        "function_gap(first, second) -> float",
+        "first, second: the weights (W_q, W_k, W_v) of two bilinear layers "
+        "((x W_qᵀ) ⊙ (x W_kᵀ)) W_v with the same d and d_out (W_q, W_k (m, d), W_v (m, d_out); "
+        "the numbers of slots may differ). Return, as a float, the largest |difference| between "
+        "the entries of their symmetrised interaction tensors sym(B): 0 exactly when the two "
+        "layers compute the same function.",
+        _function_gap,
+        _gap_cases,
         (
             Mistake(
-                "k_j q_jᵀ instead of q_j k_jᵀ: the quadratic form is the same, but B is the "
-                "transpose (the q↔k exchange).",
-                lambda Wq, Wk, Wv: torch.einsum("mo,mi,mj->oij", Wv, Wk, Wq),
+                "B compared instead of sym(B): exchanging q_j and k_j turns B_o into its "
+                "transpose, a different tensor for the same function; only sym(B) is fixed by "
+                "the outputs.",
+                lambda first, second: float(
+                    (
+                        torch.einsum("jo,ja,jb->oab", first[2], first[0], first[1])
+                        - torch.einsum("jo,ja,jb->oab", second[2], second[0], second[1])
+                    )
+                    .abs()
+                    .max()
+                ),
             ),
             Mistake(
-                "the value weights are missing: each slot's q_j k_jᵀ is weighted by W_v[j, o].",
-                lambda Wq, Wk, Wv: torch.einsum("mi,mj->ij", Wq, Wk).expand(Wv.shape[1], -1, -1),
+                "the weights compared: reordering the slots, exchanging q_j and k_j or scaling "
+                "(q_j, k_j, v_j) → (αq_j, βk_j, v_j/(αβ)) changes the weights but not the "
+                "function; compare sym(B).",
+                lambda first, second: max(
+                    float((u - w).abs().max()) for u, w in zip(first, second, strict=True)
+                ),
+            ),
+            Mistake(
+                "the values left out, Σ_j q_j k_jᵀ: each circuit is weighted by its value, "
+                "B_o = Σ_j W_v[j, o] q_j k_jᵀ, and a scaling that moves weight from q_j k_jᵀ "
+                "to v_j changes the sum without the values.",
+                lambda first, second: float(
+                    (
+                        interaction.symmetrise(torch.einsum("ja,jb->ab", first[0], first[1]))
+                        - interaction.symmetrise(torch.einsum("ja,jb->ab", second[0], second[1]))
+                    )
+                    .abs()
+                    .max()
+                ),
             ),
         ),
     ),
@@ -181,22 +274,27 @@ register(
         ),
     ),
     Exercise(
-        "gated_interaction",
+        "best_fixed_form",
         3,
-        "gated_interaction(x, W_q, W_k, W_v, gate) -> Tensor",
-        "The input-dependent interaction tensor of a gated layer at one input x (d,): "
-        "B(x)[o] = Σ_j W_v[j, o] g(q_j·x) q_j k_jᵀ, shape (d_out, d, d); gate is g(z) = "
-        "σ(z)/z.",
-        _gated_interaction,
-        _gated_interaction_cases,
+        "best_fixed_form(layer, x) -> Tensor",
+        "layer: a function mapping float64 inputs (n, d) to outputs (n, d_out) (a gated layer, "
+        "say); x: n inputs (n, d), with n ≥ d(d+1)/2 in general position. Return the symmetric "
+        "matrices S, shape (d_out, d, d), whose quadratic forms x S_o xᵀ fit the layer's outputs "
+        "on x best in least squares: the fixed interaction matrix closest to the layer's "
+        "function on these inputs.",
+        _best_fixed_form,
+        _fixed_form_cases,
         (
             Mistake(
-                "the gate reads the key, g(k_j·x); in the gated MLP it reads the query.",
-                lambda x, Wq, Wk, Wv, g: torch.einsum("mo,m,mi,mj->oij", Wv, g(Wk @ x), Wq, Wk),
+                "the off-diagonal entries are twice too large: the coefficient of x_a x_b "
+                "(a < b) in x S xᵀ is S_ab + S_ba = 2 S_ab; halve it.",
+                lambda layer, x: _best_fixed_form(layer, x, halve=False),
             ),
             Mistake(
-                "the gate is missing (this is the bilinear layer's constant B).",
-                lambda x, Wq, Wk, Wv, g: torch.einsum("mo,mi,mj->oij", Wv, Wq, Wk),
+                "the average of the layer's local matrices sym(B_o(x)): the output at x reads "
+                "B_o(x) only along x, so the average also collects directions no output sees; "
+                "fit the outputs themselves (least squares on the products x_a x_b).",
+                _mean_local_form,
             ),
         ),
     ),

@@ -141,6 +141,45 @@ def _directions_variant(kind, how):
     return n
 
 
+# The positively homogeneous activations σ(z) = c₊z (z > 0), c₋z (z < 0): their violations in
+# closed form, for a, b ~ N(0, 1) independent (kvattn.symmetry's E_ex and E_sc).
+
+
+def _half_line_change(c_plus, c_minus, alpha, *, divide=True):
+    """E[(σ(αz)/α − σ(z))²] / E[σ(z)²] for the two-slope σ, from the change on each half-line:
+    d₊ z for z > 0 and d₋ z for z < 0, each half-line holding half of E[z²] = 1. ``divide=False``
+    drops the 1/α (the listed mistake that leaves the key unscaled)."""
+    same, other = (c_plus, c_minus) if alpha > 0 else (c_minus, c_plus)
+    factor = 1.0 if divide else alpha
+    d_plus = same * factor - c_plus  # αz on the half-line of sign(α)
+    d_minus = other * factor - c_minus
+    return (d_plus**2 + d_minus**2) / (c_plus**2 + c_minus**2)
+
+
+def _homogeneous_exchange(c_plus, c_minus):
+    """E_ex = 2 − 2 E[aσ(a)]² / E[σ(a)²] with E[aσ] = (c₊ + c₋)/2, E[σ²] = (c₊² + c₋²)/2."""
+    return (c_plus - c_minus) ** 2 / (c_plus**2 + c_minus**2)
+
+
+def _homogeneous_violations(c_plus, c_minus, alpha):
+    return _homogeneous_exchange(c_plus, c_minus), _half_line_change(c_plus, c_minus, alpha)
+
+
+def _homogeneous_cases(_gen):
+    return [
+        Case(label, (c_plus, c_minus, alpha))
+        for label, c_plus, c_minus, alpha in (
+            ("c₊ = 2, c₋ = 0.5, α = 1", 2.0, 0.5, 1.0),
+            ("ReLU (c₊ = 1, c₋ = 0), α = 2", 1.0, 0.0, 2.0),
+            ("ReLU, α = −1", 1.0, 0.0, -1.0),
+            ("leaky ReLU (c₋ = 0.1), α = −0.5", 1.0, 0.1, -0.5),
+            ("the identity (c₊ = c₋ = 1), α = −3", 1.0, 1.0, -3.0),
+            ("|z| (c₊ = 1, c₋ = −1), α = 0.5", 1.0, -1.0, 0.5),
+            ("σ(z) = min(z, 0) (c₊ = 0, c₋ = 1), α = −2", 0.0, 1.0, -2.0),
+        )
+    ]
+
+
 # The Part I capstone: the gated MLP built slot by slot, then its symmetry breaking measured.
 
 _VARIANT = {F.silu: "swiglu", F.relu: "reglu", F.gelu: "geglu", torch.sigmoid: "glu"}
@@ -384,14 +423,65 @@ register(
         ),
     ),
     Exercise(
+        "homogeneous_violations",
+        4,
+        "homogeneous_violations(c_plus, c_minus, alpha) -> tuple[float, float]",
+        "The exchange and inverse-scale violations (E_ex, E_sc(α)) of kvattn.symmetry, for a, b "
+        "~ N(0, 1) independent, of the positively homogeneous σ(z) = c_plus·z for z > 0 and "
+        "c_minus·z for z < 0 (ReLU: 1, 0; leaky ReLU: 1, s; |z|: 1, −1; the identity: 1, 1), in "
+        "closed form. c_plus and c_minus are numbers, not both 0; α ≠ 0.",
+        _homogeneous_violations,
+        _homogeneous_cases,
+        (
+            Mistake(
+                "the scale violation 0 for every α: for α < 0, αz lands on the other half-line, "
+                "where σ has the other slope, so σ(αz)/α − σ(z) = ±(c₋ − c₊)z; only α > 0 (or "
+                "c₊ = c₋, a linear σ) keeps the symmetry.",
+                lambda cp, cm, al: (_homogeneous_exchange(cp, cm), 0.0),
+            ),
+            Mistake(
+                "the scale violation for α < 0 taken equal to the exchange violation: the change "
+                "±(c₋ − c₊)z has mean square (c₊ − c₋)², twice the numerator of E_ex, "
+                "E[(σ(a)b − σ(b)a)²] = (c₊ − c₋)²/2.",
+                lambda cp, cm, al: (
+                    _homogeneous_exchange(cp, cm),
+                    _homogeneous_exchange(cp, cm) if al < 0 else 0.0,
+                ),
+            ),
+            Mistake(
+                "the exchange violation not normalised: divide E[(σ(a)b − σ(b)a)²] by "
+                "E[(σ(a)b)²] = E[σ(a)²] = (c₊² + c₋²)/2.",
+                lambda cp, cm, al: ((cp - cm) ** 2 / 2, _half_line_change(cp, cm, al)),
+            ),
+            Mistake(
+                "half the exchange violation: E[(σ(a)b − σ(b)a)²] holds two squares, "
+                "E[σ(a)²]E[b²] and E[σ(b)²]E[a²], minus twice E[aσ(a)]², so E_ex = 2 − "
+                "2 E[aσ]²/E[σ²].",
+                lambda cp, cm, al: (
+                    _homogeneous_exchange(cp, cm) / 2,
+                    _half_line_change(cp, cm, al),
+                ),
+            ),
+            Mistake(
+                "the key left unscaled, σ(αa)b − σ(a)b: the inverse scaling maps k to k/α as "
+                "well, so the change is σ(αa)/α − σ(a).",
+                lambda cp, cm, al: (
+                    _homogeneous_exchange(cp, cm),
+                    _half_line_change(cp, cm, al, divide=False),
+                ),
+            ),
+        ),
+    ),
+    Exercise(
         "gated_from_slots",
         4,
         "gated_from_slots(W_q, W_k, W_v, act) -> Callable[[Tensor], Tensor]",
-        "Part I capstone, step 1. Build the gated MLP from its slots: return a function layer(x) "
-        "= Σ_j σ(x·q_j)(x·k_j) v_j, the rank-1 bilinear attention over memory slots with σ moved "
-        "onto the query factor. W_q, W_k (m, d) hold q_j, k_j as rows, W_v (m, d_out) holds v_j; "
-        "act is σ (a function on tensors); layer maps x (..., d) to (..., d_out). The checker "
-        "calls your layer and compares it with kvattn.mlp.GatedMLP holding the same weights.",
+        "Part I capstone, step 1 (find the bug). Build the gated MLP from its slots: return a "
+        "function layer(x) = Σ_j σ(x·q_j)(x·k_j) v_j, the rank-1 bilinear attention over memory "
+        "slots with σ moved onto the query factor. W_q, W_k (m, d) hold q_j, k_j as rows, "
+        "W_v (m, d_out) holds v_j; act is σ (a function on tensors); layer maps x (..., d) to "
+        "(..., d_out). The checker calls your layer and compares it with kvattn.mlp.GatedMLP "
+        "holding the same weights.",
         gated_layer,
         _gated_from_slots_cases,
         (
