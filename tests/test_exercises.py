@@ -527,12 +527,34 @@ def test_rope_reference_matches_the_model():
     torch.testing.assert_close(EXERCISES["rope"].reference(x, 10_000.0), expected)
 
 
-def test_notears_reference_matches_the_library():
-    M = torch.randn(3, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-    torch.testing.assert_close(EXERCISES["notears_h"].reference(M), diagnostics.notears_h(M))
-    dag = torch.triu(M[0], diagonal=1)
-    assert float(EXERCISES["notears_h"].reference(dag)) == pytest.approx(0.0, abs=1e-12)
-    assert float(EXERCISES["dag_loss"].reference(dag)) == pytest.approx(0.0, abs=1e-12)
+def test_generation_loss_references_match_the_library():
+    """Chapter 8's references on a model the library measures too: generation_loss is
+    ablations.generation_mode_loss, the full pass differs from it for a block-density PLDR-LLM
+    and not for a GPT, and gap_by_position averages to full pass − generation, with zeros at the
+    first position (one key: the softmax is 1 whatever G_LM is) and at the last (the same
+    input)."""
+    from kvattn.ablations import generation_mode_loss
+    from kvattn.exercises import ch08
+
+    gen = torch.Generator().manual_seed(0)
+    for block_density in (True, False):
+        model = ch08._tiny_model(gen, block_density=block_density, seed=0)
+
+        def lm(ids, model=model):
+            return model(ids).logits.detach()
+
+        blocks = ch08._blocks(gen, 3, 8)
+        ours = EXERCISES["generation_loss"].reference(lm, blocks)
+        assert ours == pytest.approx(generation_mode_loss(model, blocks), rel=1e-6)
+        full = F.cross_entropy(lm(blocks[:, :-1]).transpose(1, 2), blocks[:, 1:]).item()
+        gap = EXERCISES["gap_by_position"].reference(lm, blocks)
+        assert gap.shape == (8,)
+        assert gap.mean().item() == pytest.approx(full - ours, abs=1e-12)
+        assert gap[0].abs() < 1e-12 and gap[-1].abs() < 1e-12
+        if block_density:
+            assert abs(full - ours) > 1e-2 and gap[1:-1].abs().max() > 1e-2
+        else:
+            assert abs(full - ours) < 1e-12 and gap.abs().max() < 1e-12
 
 
 def test_truncation_matches_the_layer_and_eckart_young():

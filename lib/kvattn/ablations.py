@@ -5,12 +5,17 @@ one, and the loss of generation (each position sees only its prefix).
   model's weights with fixed per-layer G_LM instead of its metric learner;
 * :func:`generation_mode_logits`, :func:`generation_mode_loss` — the next-token logits and
   cross-entropy that decoding one token at a time computes, which differ from a full pass when
-  the block density lets positions see later tokens.
+  the block density lets positions see later tokens;
+* :func:`reparametrise_heads`, :func:`scramble_keys` — changes of every head's query and key
+  weights: one that keeps each head's bilinear form W_Qᵀ W_K (an invertible A and its inverse
+  transpose), and the control that destroys the learned keys at their size (chapter 6).
 
 Bracketed keys cite ``book/references.bib``.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 
@@ -130,4 +135,96 @@ def constant_g_from(model: PLDRLLM, G: list[Tensor]) -> PLDRLLM:
     for i, g in enumerate(G):
         state[f"decoder.dec_layers.{i}.mha1.G_LM"] = g.detach().to(new.final_layer.weight)
     new.load_state_dict(state)
+    return new
+
+
+def _head_rows(model: DecoderLM) -> list[tuple[torch.nn.Module, slice]]:
+    """(attention layer, rows of one head in W_Q and W_K) for every layer and head, in order."""
+    cfg = model.config
+    return [
+        (layer.mha1, slice(h * cfg.d_k, (h + 1) * cfg.d_k))
+        for layer in model.decoder.dec_layers
+        for h in range(cfg.num_attention_heads)
+    ]
+
+
+def reparametrise_heads(model: DecoderLM, A: Tensor) -> DecoderLM:
+    """A copy of ``model`` with W_Q,h -> A W_Q,h and W_K,h -> A⁻ᵀ W_K,h in every head (biases
+    alike), which leaves every form W_Q,hᵀ W_K,h unchanged.
+
+    ``A [L, H, d_k, d_k]`` holds one invertible matrix per layer and head (any float dtype and
+    device: the inverse is taken on the CPU in float64, then cast to the model's weights). Without
+    RoPE the copy computes the same logits as ``model`` for every A; with RoPE only for matrices
+    that commute with every rotation (chapter 6; the forms are
+    W_Q,hᵀ Aᵀ R(δ) A⁻ᵀ W_K,h). The model is not changed.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a :class:`~kvattn.pldr.DecoderLM`; ``A`` is not a floating-point tensor.
+    ValueError
+        ``A`` not of shape ``[num_hidden_layers, num_attention_heads, d_k, d_k]``, not finite, or
+        holding a singular matrix.
+    """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
+    if not isinstance(A, Tensor) or not A.is_floating_point():
+        got = A.dtype if isinstance(A, Tensor) else type(A).__name__
+        raise TypeError(f"A must be a floating-point tensor, got {got}")
+    cfg = model.config
+    shape = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.d_k, cfg.d_k)
+    if tuple(A.shape) != shape:
+        raise ValueError(
+            f"A must have shape {shape} (layers, heads, d_k, d_k), got {tuple(A.shape)}"
+        )
+    A64 = A.detach().to("cpu", torch.float64)
+    if not torch.isfinite(A64).all():
+        raise ValueError("A must be finite")
+    A_inv, info = torch.linalg.inv_ex(A64)
+    if bool((info != 0).any()) or not torch.isfinite(A_inv).all():
+        raise ValueError("every matrix of A must be invertible")
+    new = copy.deepcopy(model)
+    with torch.no_grad():
+        flat = zip(A64.flatten(0, 1), A_inv.transpose(-1, -2).flatten(0, 1), strict=True)
+        for (attn, rows), (a, a_inv_t) in zip(_head_rows(new), flat, strict=True):
+            for proj, m in ((attn.wq, a), (attn.wk, a_inv_t)):
+                m = m.to(proj.weight)
+                proj.weight[rows] = m @ proj.weight[rows]
+                if proj.bias is not None:
+                    proj.bias[rows] = m @ proj.bias[rows]
+    return new
+
+
+def scramble_keys(model: DecoderLM, generator: torch.Generator) -> DecoderLM:
+    """A copy of ``model`` whose every head's key weights W_K,h ``[d_k, d]`` are replaced by
+    standard normal ones rescaled to the same Frobenius norm (key biases and everything else
+    kept).
+
+    The control for the exchange of W_Q and W_K (:func:`kvattn.diagnostics.swap_attention_qk`)
+    on the same trained model: it destroys what the keys learned while keeping their size, so
+    the two losses say whether the exchange costs as much as losing the keys. The draws come from
+    ``generator`` (a CPU :class:`torch.Generator`, seed it for a reproducible copy), in float64,
+    layer by layer and head by head. The model is not changed.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a :class:`~kvattn.pldr.DecoderLM`; ``generator`` is not a
+        :class:`torch.Generator`.
+    ValueError
+        ``generator`` is not on the CPU.
+    """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a PLDRLLM or GPT, got {type(model).__name__}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator, got one on {generator.device}")
+    new = copy.deepcopy(model)
+    with torch.no_grad():
+        for attn, rows in _head_rows(new):
+            W = attn.wk.weight[rows]
+            R = torch.randn(W.shape, generator=generator, dtype=torch.float64)
+            R = R * (W.detach().double().norm().cpu() / R.norm())
+            attn.wk.weight[rows] = R.to(W)
     return new
