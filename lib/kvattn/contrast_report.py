@@ -32,7 +32,7 @@ from ._checks import check_fraction, is_real
 from .experiments import Contrast, ContrastResult, DoseResponse, paired_contrast
 from .stats import holm
 
-#: nats/token: the size of difference the experiment was built to resolve.
+#: The size of difference the experiment was built to resolve, in nats/token.
 MARGIN = 0.01
 #: The widest line a table may print (the text column of the book at 1280 px).
 MAX_WIDTH = 80

@@ -294,7 +294,7 @@ class SlotInputs:
 
     @property
     def layer_violation(self) -> float:
-        """The whole layer's exchange violation: the per-slot ``violation`` averaged with weights
+        """The whole layer's exchange violation, the per-slot ``violation`` averaged with weights
         ``energy``, which is :func:`trained_exchange_violation` of the layer. A weighted mean, it
         lies between the smallest and the largest slot's violation, wherever the heaviest slot's
         falls."""

@@ -8,9 +8,10 @@
   G substitution and LayerNorm scale per layer), the trajectories pre-training saves as
   ``probes.json`` (:data:`PROBES_FILE`, :func:`new_probes`, :func:`append_probe`,
   :func:`load_probes`);
-* the criteria, defined once: :data:`COLLAPSE_CRITERIA` (:func:`collapse_criteria` as a table),
-  read by :func:`collapse_reading` (every layer and any layer), :func:`probe_reading` on a
-  trajectory, and :func:`collapsed`, the collapse hunt's verdict (``kvattn-reproduce hunt``).
+* the criteria, defined once: :data:`~kvattn.diagnostics.collapse.COLLAPSE_CRITERIA`
+  (:func:`collapse_criteria` as a table), read by :func:`collapse_reading` (every layer and any
+  layer), :func:`probe_reading` on a trajectory, and :func:`collapsed`, the collapse hunt's
+  verdict (``kvattn-reproduce hunt``).
 """
 
 from __future__ import annotations
@@ -287,7 +288,7 @@ COLLAPSE_LAYER_MEASURES = (
 #: Whole-model measures of :func:`collapse_measures` (the G substitution of every layer at once).
 COLLAPSE_MODEL_MEASURES = ("loss", "delta_loss", "agreement", "identity_delta", "share_of_g_effect")
 
-#: Per-layer measures of the metric learner's last LayerNorm (mean |γ|, mean |β|:
+#: Per-layer measures of the metric learner's last LayerNorm (mean ``|γ|``, mean ``|β|``:
 #: :func:`~kvattn.diagnostics.measures.metric_norm`), one number per layer. Optional in a
 #: trajectory: those recorded before they were added lack them (see :func:`load_probes`).
 COLLAPSE_NORM_MEASURES = ("metric_norm_scale", "metric_norm_shift")
@@ -502,9 +503,10 @@ def load_probes(path: str | Path) -> dict:
     (``G_order_mean`` …), per layer and head (``G_order_mean_heads`` …) or one number
     (``delta_loss`` …); ``None`` where a value is undefined (nan). It is what
     :func:`kvattn.plots.reports.collapse_trajectories` draws. The LayerNorm measures
-    (:data:`COLLAPSE_NORM_MEASURES`, one number per layer) are optional, since trajectories
-    recorded before they were added lack them (the records stay as the runs made them); where
-    present an entry may be ``None`` as a whole (not measured at that step).
+    (:data:`~kvattn.diagnostics.collapse.COLLAPSE_NORM_MEASURES`, one number per layer) are
+    optional, since trajectories recorded before they were added lack them (the records stay as
+    the runs made them); where present an entry may be ``None`` as a whole (not measured at that
+    step).
 
     Raises
     ------
@@ -674,8 +676,9 @@ COLLAPSE_CRITERIA = {
 
 
 def collapse_criteria() -> list[dict]:
-    """:data:`COLLAPSE_CRITERIA` as rows for a table (``pandas.DataFrame(collapse_criteria())``):
-    the fields of :class:`CollapseCriterion`, the measures joined by "and"."""
+    """:data:`~kvattn.diagnostics.collapse.COLLAPSE_CRITERIA` as rows for a table
+    (``pandas.DataFrame(collapse_criteria())``): the fields of :class:`CollapseCriterion`, the
+    measures joined by "and"."""
     return [{**asdict(c), "measures": " and ".join(c.measures)} for c in COLLAPSE_CRITERIA.values()]
 
 
@@ -694,23 +697,25 @@ class CriterionReading:
     any_layer = property(lambda self: any(self.met), doc="Some layer meets the criterion.")
     verdict = property(
         lambda self: self.every_layer if self.criterion.layers == "every" else self.any_layer,
-        doc="The criterion's own rule: ``every_layer`` or ``any_layer``.",
+        doc="Whether the criterion's own rule holds (``every_layer`` or ``any_layer``).",
     )
     distance = property(
         lambda self: max(self.ratio),
-        doc="Times above the threshold in the least collapsed layer (< 1: every layer meets it).",
+        doc="How far the least collapsed layer is above the threshold, as a factor (below 1 when "
+        "every layer meets it).",
     )
     nearest = property(
         lambda self: min(self.ratio),
-        doc="Times above the threshold in the most collapsed layer (< 1: some layer meets it).",
+        doc="How far the most collapsed layer is above the threshold, as a factor (below 1 when "
+        "some layer meets it).",
     )
 
 
 def collapse_reading(
     values: Mapping, criterion: str = "strict", below: float | None = None
 ) -> CriterionReading:
-    """Read per-layer values against one of :data:`COLLAPSE_CRITERIA`: the one function that
-    says whether a model, or a probe of a trajectory, has collapsed.
+    """Read per-layer values against one of :data:`~kvattn.diagnostics.collapse.COLLAPSE_CRITERIA`:
+    the one function that says whether a model, or a probe of a trajectory, has collapsed.
 
     Parameters
     ----------
@@ -720,7 +725,7 @@ def collapse_reading(
         value by the criterion's ``heads`` rule; ``None`` or ``nan`` is undefined and never
         meets the criterion.
     criterion:
-        A name of :data:`COLLAPSE_CRITERIA`.
+        A name of :data:`~kvattn.diagnostics.collapse.COLLAPSE_CRITERIA`.
     below:
         The threshold, when a record names its own (it must then equal the criterion's: a
         record made under another threshold is refused rather than read under this one).

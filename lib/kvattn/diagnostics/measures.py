@@ -239,8 +239,8 @@ def rank_audit(A: Tensor, head_dim: int | None = 1) -> RankAudit:
 
 @dataclass(frozen=True)
 class MetricNorm:
-    """The metric learner's last LayerNorm, per layer: ``scale`` = mean |γ| and ``shift`` =
-    mean |β| over its d_k entries, CPU float64 tensors ``[L]`` (dimensionless: A is a LayerNorm
+    """The metric learner's last LayerNorm, per layer: ``scale`` = mean ``|γ|`` and ``shift`` =
+    mean ``|β|`` over its d_k entries, CPU float64 tensors ``[L]`` (dimensionless: A is a LayerNorm
     output); ``nan`` in a layer without a metric learner (constant-G)."""
 
     scale: Tensor
@@ -248,8 +248,8 @@ class MetricNorm:
 
 
 def metric_norm(model: PLDRLLM) -> MetricNorm:
-    """Mean |γ| and mean |β| of the LayerNorm that ends each layer's metric learner (its last
-    residual unit's, ``reslayerAs[-1].layernormA``), the LayerNorm whose output is A.
+    """Mean ``|γ|`` and mean ``|β|`` of the LayerNorm that ends each layer's metric learner (its
+    last residual unit's, ``reslayerAs[-1].layernormA``), the LayerNorm whose output is A.
 
     Each row of A is ``γ ⊙ n + β`` with ``n`` a row normalised to mean 0 and RMS 1, so γ sets
     how much of A can still depend on the input and β is the part every input shares: with
