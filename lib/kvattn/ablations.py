@@ -200,7 +200,7 @@ def scramble_keys(model: DecoderLM, generator: torch.Generator) -> DecoderLM:
     standard normal ones rescaled to the same Frobenius norm (key biases and everything else
     kept).
 
-    The control for the exchange of W_Q and W_K (:func:`kvattn.diagnostics.swap_attention_qk`)
+    The control for the exchange of W_Q and W_K (:func:`kvattn.diagnostics.heads.swap_attention_qk`)
     on the same trained model: it destroys what the keys learned while keeping their size, so
     the two losses say whether the exchange costs as much as losing the keys. The draws come from
     ``generator`` (a CPU :class:`torch.Generator`, seed it for a reproducible copy), in float64,
