@@ -577,9 +577,11 @@ def test_perron_pair_is_an_eigenpair():
 
 def test_matched_slots_values():
     ref = EXERCISES["matched_slots"].reference
-    assert ref(64, 256, 1) == 170  # 2·256/3 rounded down
-    assert ref(64, 256, 2) == 102  # 2·256/5
-    assert ref(10, 7, 3) == 2
+    assert ref(64, 64, 256, 1) == 170  # 2·256/3 rounded down
+    assert ref(64, 64, 256, 2) == 102  # 2·256/5
+    assert ref(64, 16, 256, 2) == 75  # 256·80 // (4·64 + 16): fewer than the rule's 102
+    assert ref(10, 3, 7, 3) == 1  # 7·13 // (6·10 + 3)
+    assert EXERCISES["matched_slots"].chapter == EXERCISES["eckart_young"].chapter == 2
 
 
 def test_paired_t_and_spearman_values():

@@ -7,7 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..mlp import score_cut
+from ..mlp import matched_slots as _matched_slots
+from ..mlp import mlp_cost, score_cut
 from ._checker import Case, Exercise, Mistake, randn, register
 
 
@@ -132,6 +133,34 @@ def _rank1_cases(gen):
     ]
 
 
+def _truncate_cases(gen):
+    return [
+        Case("random, r=2", (randn(gen, 3, 5, 5), 2)),
+        Case("r=1", (randn(gen, 2, 4, 4), 1)),
+        Case("full rank kept", (randn(gen, 2, 3, 3), 3)),
+    ]
+
+
+def _slot_cut(M, r):
+    Q, K = score_cut(M, r)
+    return Q.transpose(-1, -2) @ K  # Σ_s q_s k_sᵀ
+
+
+def _matched(d, d_out, m1, r):
+    budget = mlp_cost("key_value", d, m1, d_out=d_out)[0]  # m1·(d + d_out)
+    return _matched_slots("rank_r", d, budget, rank=r, d_out=d_out)
+
+
+def _matched_cases(_gen):
+    return [
+        Case("d=64, d_out=64, m1=256, r=1", (64, 64, 256, 1)),
+        Case("d=64, d_out=64, m1=256, r=2", (64, 64, 256, 2)),
+        Case("d=64, d_out=16, m1=256, r=2", (64, 16, 256, 2)),
+        Case("d=10, d_out=3, m1=7, r=3", (10, 3, 7, 3)),
+        Case("d=128, d_out=512, m1=512, r=4", (128, 512, 512, 4)),
+    ]
+
+
 def _bilinear_attention(x, Q, K, V, sigma):
     scores = torch.einsum("...i,jsi,jsk,...k->...j", x, Q, K, x)
     return sigma(scores) @ V
@@ -231,6 +260,34 @@ register(
         ),
     ),
     Exercise(
+        "eckart_young",
+        2,
+        "eckart_young(M, r) -> Tensor",
+        "The best rank-r approximation in Frobenius norm of every matrix in M (..., d, d), "
+        "by the Eckart–Young theorem. (It is the best rank-r *matrix*; chapter 2 shows that the "
+        "best rank-r *slot* for the score x M xᵀ is a different cut.)",
+        _svd_cut,
+        _truncate_cases,
+        (
+            Mistake(
+                "the r smallest singular values were kept; torch.linalg.svd sorts them in "
+                "descending order, so keep the first r.",
+                lambda M, r: (lambda U, S, Vh: (U[..., -r:] * S[..., None, -r:]) @ Vh[..., -r:, :])(
+                    *torch.linalg.svd(M)
+                ),
+            ),
+            Mistake(
+                "the singular values were dropped: M_r = U_r diag(S_r) V_rᵀ.",
+                lambda M, r: (lambda U, S, Vh: U[..., :r] @ Vh[..., :r, :])(*torch.linalg.svd(M)),
+            ),
+            Mistake(
+                "this is the cut chapter 2 makes for the slot score (eigenpairs of the symmetric "
+                "part), not the best rank-r approximation of the matrix itself.",
+                lambda M, r: _slot_cut(M, r),
+            ),
+        ),
+    ),
+    Exercise(
         "best_slot_form",
         2,
         "best_slot_form(M, r) -> Tensor",
@@ -260,6 +317,36 @@ register(
             Mistake(
                 "sym(M) returned uncut.",
                 lambda M, r: _sym(M),
+            ),
+        ),
+    ),
+    Exercise(
+        "matched_slots",
+        2,
+        "matched_slots(d, d_out, m1, r) -> int",
+        "The most rank-r slots (each: r query and r key vectors of size d, one value vector of "
+        "size d_out) that fit in the parameter budget m1·(d + d_out) of a key-value MLP with m1 "
+        "slots from width d to width d_out.",
+        _matched,
+        _matched_cases,
+        (
+            Mistake(
+                "rounded up: the layer must fit in the budget, so round down (floor).",
+                lambda d, d_out, m1, r: math.ceil(m1 * (d + d_out) / (2 * r * d + d_out)),
+            ),
+            Mistake(
+                "the value vector is not counted: a rank-r slot has 2r·d + d_out parameters.",
+                lambda d, d_out, m1, r: m1 * (d + d_out) // (2 * r * d),
+            ),
+            Mistake(
+                "one value vector per rank component: a rank-r slot has r query-key pairs but one "
+                "value v_j, so it costs 2r·d + d_out, not r·(2d + d_out).",
+                lambda d, d_out, m1, r: m1 * (d + d_out) // (r * (2 * d + d_out)),
+            ),
+            Mistake(
+                "d_out taken equal to d (the rule 2·m1/(2r + 1) of the chapter holds only then): "
+                "the budget is m1·(d + d_out) and a slot costs 2r·d + d_out.",
+                lambda d, d_out, m1, r: 2 * m1 * d // ((2 * r + 1) * d),
             ),
         ),
     ),

@@ -1,4 +1,5 @@
-"""Exercises of chapter 5, Beyond rank 1: cases, references, mistakes."""
+"""Exercises of chapter 5, Does breaking the symmetry help? A designed experiment: cases,
+references, mistakes."""
 
 from __future__ import annotations
 
@@ -7,41 +8,7 @@ import math
 import torch
 
 from .. import stats
-from ..mlp import matched_slots as _matched_slots
-from ..mlp import mlp_cost, score_cut
 from ._checker import Case, Exercise, Mistake, randn, register
-
-
-def _truncate_cases(gen):
-    return [
-        Case("random, r=2", (randn(gen, 3, 5, 5), 2)),
-        Case("r=1", (randn(gen, 2, 4, 4), 1)),
-        Case("full rank kept", (randn(gen, 2, 3, 3), 3)),
-    ]
-
-
-def _slot_cut(M, r):
-    Q, K = score_cut(M, r)
-    return Q.transpose(-1, -2) @ K  # Σ_s q_s k_sᵀ
-
-
-def _truncate(M, r):
-    U, S, Vh = torch.linalg.svd(M)
-    return (U[..., :r] * S[..., None, :r]) @ Vh[..., :r, :]
-
-
-def _matched(d, m1, r):
-    budget = mlp_cost("key_value", d, m1)[0]  # parameters of the key-value MLP: 2·m1·d
-    return _matched_slots("rank_r", d, budget, rank=r)
-
-
-def _matched_cases(_gen):
-    return [
-        Case("d=64, m1=256, r=1", (64, 256, 1)),
-        Case("d=64, m1=256, r=2", (64, 256, 2)),
-        Case("d=10, m1=7, r=3", (10, 7, 3)),
-        Case("d=128, m1=512, r=4", (128, 512, 4)),
-    ]
 
 
 def _paired_t_cases(gen):
@@ -131,53 +98,6 @@ def _tost_two_sided(mean, se, n, margin):
 
 
 register(
-    Exercise(
-        "eckart_young",
-        5,
-        "eckart_young(M, r) -> Tensor",
-        "The best rank-r approximation in Frobenius norm of every matrix in M (..., d, d), "
-        "by the Eckart–Young theorem. (It is the best rank-r *matrix*; chapter 2 shows that the "
-        "best rank-r *slot* for the score x M xᵀ is a different cut.)",
-        _truncate,
-        _truncate_cases,
-        (
-            Mistake(
-                "the r smallest singular values were kept; torch.linalg.svd sorts them in "
-                "descending order, so keep the first r.",
-                lambda M, r: (lambda U, S, Vh: (U[..., -r:] * S[..., None, -r:]) @ Vh[..., -r:, :])(
-                    *torch.linalg.svd(M)
-                ),
-            ),
-            Mistake(
-                "the singular values were dropped: M_r = U_r diag(S_r) V_rᵀ.",
-                lambda M, r: (lambda U, S, Vh: U[..., :r] @ Vh[..., :r, :])(*torch.linalg.svd(M)),
-            ),
-            Mistake(
-                "this is the cut chapter 2 makes for the slot score (eigenpairs of the symmetric "
-                "part), not the best rank-r approximation of the matrix itself.",
-                lambda M, r: _slot_cut(M, r),
-            ),
-        ),
-    ),
-    Exercise(
-        "matched_slots",
-        5,
-        "matched_slots(d, m1, r) -> int",
-        "The most rank-r slots (each: r query and r key vectors of size d, one value vector of "
-        "size d) that fit in the parameter budget 2·m1·d of a key-value MLP with m1 slots.",
-        _matched,
-        _matched_cases,
-        (
-            Mistake(
-                "rounded up: the layer must fit in the budget, so round down (floor).",
-                lambda d, m1, r: math.ceil(2 * m1 * d / ((2 * r + 1) * d)),
-            ),
-            Mistake(
-                "the value vector is not counted: a rank-r slot has (2r + 1)·d parameters.",
-                lambda d, m1, r: (2 * m1 * d) // (2 * r * d),
-            ),
-        ),
-    ),
     Exercise(
         "paired_t",
         5,
