@@ -5,8 +5,24 @@ window.addEventListener("load", function () {
   if (!window.Plotly) return;
   document.querySelectorAll(".plotly-graph-div").forEach(function (div) {
     window.Plotly.Plots.resize(div);
+    fitNarrowScreen(div);
   });
 });
+
+// On a phone, a legend at a figure's side took half its width and was cut off at the edge: under
+// 700 px a figure's legend goes below the plot, in rows (plotly wraps a horizontal legend).
+function fitNarrowScreen(div) {
+  var layout = div._fullLayout;
+  if (div.offsetWidth >= 700 || !layout || !layout.showlegend) return;
+  if (layout.legend && layout.legend.orientation === "h") return;
+  window.Plotly.relayout(div, {
+    "legend.orientation": "h",
+    "legend.x": 0,
+    "legend.xanchor": "left",
+    "legend.y": -0.25,
+    "legend.yanchor": "top",
+  });
+}
 
 // The ipywidgets HTML manager typesets every widget label with the MathJax 2 API
 // (MathJax.Hub.Queue(["Typeset", MathJax.Hub, element])), but the book loads MathJax 3, which has
