@@ -947,3 +947,26 @@ def test_round_significant_keeps_two_digits_of_the_largest_entry_and_writes_whol
     assert round_significant(torch.tensor([[1234.5, 5.0]]), 2) == [[1200, 0]]
     assert round_significant(torch.zeros(2, 2), 2) == [[0, 0], [0, 0]]
     assert json.dumps(round_significant(torch.tensor([-0.0001]), 2)) == "[-0.0001]"
+
+
+def test_long_lines_embed_at_most_max_line_points():
+    """A 3,000-step loss curve of five runs made chapter 4's full build weigh over 1 MB: a line
+    keeps every k-th point and its last, at most MAX_LINE_POINTS, and short lines keep all."""
+    from kvattn.plots.style import MAX_LINE_POINTS, thinned
+    from kvattn.train import History
+
+    assert list(thinned(5)) == [0, 1, 2, 3, 4]
+    assert list(thinned(MAX_LINE_POINTS)) == list(range(MAX_LINE_POINTS))
+    for n in (MAX_LINE_POINTS + 1, 3000, 12_345):
+        keep = thinned(n)
+        assert len(keep) <= MAX_LINE_POINTS and keep[0] == 0 and keep[-1] == n - 1
+        assert len(set(np.diff(keep[:-1]))) == 1  # evenly spaced but for the last
+    steps = list(range(1, 3001))
+    loss = [1.0 / s for s in steps]
+    history = History(steps=steps, loss=loss)
+    fig = plots.loss_curves({"a": history}, title="t")
+    x, y = list(fig.data[0].x), list(fig.data[0].y)
+    assert len(x) <= MAX_LINE_POINTS and (x[0], x[-1]) == (1, 3000) and isinstance(x[0], int)
+    assert y[-1] == pytest.approx(1 / 3000, abs=1e-5)  # the last point, to five decimals
+    line = plots.line_plot(steps, {"a": loss}, title="t", xaxis="x", yaxis="y")
+    assert list(line.data[0].x) == [float(v) for v in x]

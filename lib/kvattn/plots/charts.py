@@ -25,7 +25,16 @@ from .checks import (
     _require_length,
     _require_number,
 )
-from .style import LAYOUT, _frame_names, _round, color, log_axis, round_significant, slider
+from .style import (
+    LAYOUT,
+    _frame_names,
+    _round,
+    color,
+    log_axis,
+    round_significant,
+    slider,
+    thinned,
+)
 
 
 def line_plot(
@@ -40,7 +49,8 @@ def line_plot(
     colors: Mapping[str, str] | None = None,
     height: int = 400,
 ) -> go.Figure:
-    """One line per entry of ``series`` against the shared ``x``.
+    """One line per entry of ``series`` against the shared ``x``, at most
+    :data:`~kvattn.plots.style.MAX_LINE_POINTS` points a line (:func:`~kvattn.plots.style.thinned`).
 
     With no series it is an empty, styled figure to add traces to. ``colors`` maps a series to
     its colour (missing or None: the house colour of its name). On a logarithmic axis every value
@@ -66,10 +76,14 @@ def line_plot(
     _require_color_map(colors)
     _require_number("height", height, 1, integer=True)
     fig = go.Figure()
+    keep = thinned(len(xs))
     for name, y in series.items():
         c = (colors or {}).get(name) or color(name)
+        y = _require_array(f"series {name!r}", y, xs.shape, "one value per x")[keep]
         fig.add_trace(
-            go.Scatter(x=_round(x), y=_round(y, 5), mode="lines", name=name, line=dict(color=c))
+            go.Scatter(
+                x=_round(xs[keep]), y=_round(y, 5), mode="lines", name=name, line=dict(color=c)
+            )
         )
     fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, **LAYOUT)
     if log_x:
@@ -87,7 +101,9 @@ def loss_curves(
     log_y: bool = True,
     height: int = 400,
 ) -> go.Figure:
-    """Training-loss curves of several :class:`kvattn.train.History` records.
+    """Training-loss curves of several :class:`kvattn.train.History` records, at most
+    :data:`~kvattn.plots.style.MAX_LINE_POINTS` points a curve
+    (:func:`~kvattn.plots.style.thinned`).
 
     ``log_y`` (the default) draws the losses on a logarithmic axis, where a loss must be positive:
     a loss is never negative, and an exact 0 or a negative value there is a bug in the input that
@@ -123,10 +139,12 @@ def loss_curves(
     _require_number("height", height, 1, integer=True)
     fig = go.Figure()
     for name, h in histories.items():
+        steps = _require_array(f"steps of {name!r}", h.steps, 1)
+        keep = thinned(len(steps))
         fig.add_trace(
             go.Scatter(
-                x=h.steps,
-                y=_round(h.loss, 5),
+                x=np.asarray(h.steps)[keep].tolist(),  # ints stay ints
+                y=_round(_require_array(f"loss of {name!r}", h.loss, steps.shape)[keep], 5),
                 mode="lines",
                 name=name,
                 line=dict(color=color(name)),
