@@ -970,3 +970,20 @@ def test_long_lines_embed_at_most_max_line_points():
     assert y[-1] == pytest.approx(1 / 3000, abs=1e-5)  # the last point, to five decimals
     line = plots.line_plot(steps, {"a": loss}, title="t", xaxis="x", yaxis="y")
     assert list(line.data[0].x) == [float(v) for v in x]
+
+
+def test_heatmap_panels_on_their_own_scales_get_colour_bars_and_positive_ones_their_range():
+    """Issue 31: chapter 7's A_LM and A_P (positive) were drawn on scales centred at 0 with no
+    colour bar; each panel of its own scale now has a bar, and a positive one a sequential
+    scale over its range."""
+    fig = plots.heatmap_grid(
+        {"pos": [[1.0, 2.0], [3.0, 4.0]], "mixed": [[-1.0, 2.0], [0.0, 1.0]]},
+        x=[0, 1], y=[0, 1], shared_scale=False, **LINE,
+    )  # fmt: skip
+    pos, mixed = fig.data
+    assert pos.colorscale[0][1] == "#440154" and (pos.zmin, pos.zmax) == (1.0, 4.0)
+    assert mixed.colorscale[0][1] == "rgb(5,48,97)" and (mixed.zmin, mixed.zmax) == (-2.0, 2.0)
+    assert pos.showscale and mixed.showscale
+    assert pos.colorbar.x < mixed.colorbar.x  # each beside its own panel
+    shared = plots.heatmap_grid({"a": [[1.0]], "b": [[2.0]]}, x=[0], y=[0], **LINE)
+    assert [t.showscale for t in shared.data] == [True, False]

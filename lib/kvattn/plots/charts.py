@@ -171,8 +171,9 @@ def heatmap_grid(
 ) -> go.Figure:
     """Small multiples: one heat-map per entry of ``panels`` (each ``(len(y), len(x))``), on a
     diverging colour scale centred at 0 when ``symmetric``, shared by all panels when
-    ``shared_scale`` (otherwise each panel has its own range, shown on hover). Each panel's
-    values are embedded to two significant digits of its largest magnitude.
+    ``shared_scale``; otherwise each panel has its own scale and colour bar, and a panel whose
+    entries are all positive (A_LM, A_P) a sequential scale over its range. Each panel's values
+    are embedded to two significant digits of its largest magnitude.
 
     Raises ValueError when ``panels`` is empty, ``x`` or ``y`` is empty, a panel's shape is not
     ``(len(y), len(x))``, a value is not finite, or ``cols`` or ``height`` < 1; TypeError when
@@ -198,8 +199,18 @@ def heatmap_grid(
     )
     zmax = max(float(np.abs(a).max()) for a in arrays.values()) if symmetric else None
     for i, name in enumerate(names):
+        scale = dict(colorscale="RdBu_r" if symmetric else "Viridis")
+        if symmetric:
+            scale.update(zmin=-zmax, zmax=zmax)
+        bar = dict(len=0.8)
         if not shared_scale:
-            zmax = (float(np.abs(arrays[name]).max()) or 1.0) if symmetric else None
+            low, high = float(arrays[name].min()), float(arrays[name].max())
+            if low > 0:  # a positive panel: its own range, not half a scale no entry reaches
+                scale = dict(colorscale="Viridis", zmin=low, zmax=max(high, low * (1 + 1e-6)))
+            elif symmetric:
+                top = max(-low, high) or 1.0
+                scale.update(zmin=-top, zmax=top)
+            bar = _panel_colorbar(fig, i)
         fig.add_trace(
             go.Heatmap(
                 # two significant digits of the panel's largest entry, as fine as the colour
@@ -207,11 +218,9 @@ def heatmap_grid(
                 z=round_significant(arrays[name], 2),
                 x=_round(x, 3),
                 y=_round(y, 3),
-                colorscale="RdBu_r" if symmetric else "Viridis",
-                zmin=-zmax if symmetric else None,
-                zmax=zmax,
-                showscale=shared_scale and i == 0,
-                colorbar=dict(len=0.8),
+                showscale=not shared_scale or i == 0,
+                colorbar=bar,
+                **scale,
             ),
             row=i // cols + 1,
             col=i % cols + 1,
@@ -220,6 +229,16 @@ def heatmap_grid(
     fig.update_yaxes(title_text=yaxis, col=1)
     fig.update_layout(title=title, height=height or 320 * rows + 80, **LAYOUT)
     return fig
+
+
+def _panel_colorbar(fig: go.Figure, i: int) -> dict:
+    """A thin colour bar just right of subplot ``i`` (0-based), as tall as the subplot."""
+    suffix = "" if i == 0 else str(i + 1)
+    xd, yd = fig.layout[f"xaxis{suffix}"].domain, fig.layout[f"yaxis{suffix}"].domain
+    return dict(
+        x=xd[1] + 0.003, y=(yd[0] + yd[1]) / 2, len=yd[1] - yd[0], thickness=6,
+        xanchor="left", tickfont=dict(size=9), exponentformat="e",
+    )  # fmt: skip
 
 
 def line_slider(
