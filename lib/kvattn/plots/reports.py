@@ -226,8 +226,8 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
         rows=2,
         cols=3,
         subplot_titles=[*_COLLAPSE_PANELS.values(), "donor's G_LM"],
-        vertical_spacing=0.16,
-        horizontal_spacing=0.08,
+        vertical_spacing=0.2,
+        horizontal_spacing=0.1,
     )
     x = list(steps)
     zeros_shown = False
@@ -274,12 +274,16 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
             2,
             3,
         )
+    # a few unrotated step ticks, and the legend in rows under the panels: at the side it took a
+    # third of a book page's width and the panels' titles ran into each other
+    fig.update_xaxes(nticks=4, tickangle=0)
     fig.update_xaxes(title_text="step", row=2)
     blocks = probes.get("probe_blocks")
     fig.update_layout(
         title="Collapse measures during training"
         + (f" ({blocks} probe blocks, mean over heads)" if blocks else " (mean over heads)"),
         height=height,
-        **LAYOUT,
+        legend=dict(orientation="h", x=0, xanchor="left", y=-0.14, yanchor="top"),
+        **{**LAYOUT, "margin": {**LAYOUT["margin"], "b": 120}},
     )
     return fig
