@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import dataclasses
+import itertools
 import math
 import os
 import signal
@@ -594,12 +595,26 @@ def test_paired_t_and_spearman_values():
     assert EXERCISES["spearman"].reference(x, y) == pytest.approx(0.6)  # 1 − 6·4/(4·15)
 
 
-def test_lr_factor_values():
-    ref = EXERCISES["lr_factor"].reference
-    assert ref(0, 1000, 100, 0.1) == pytest.approx(0.01)
-    assert ref(99, 1000, 100, 0.1) == pytest.approx(1.0)
-    assert ref(100, 1000, 100, 0.1) == pytest.approx(1.0)
-    assert ref(999, 1000, 100, 0.1) == pytest.approx(0.1)
+def test_permutation_p_values():
+    """Chapter 11: exact values, and agreement with an independent count over orderings."""
+    ref = EXERCISES["permutation_p"].reference
+    low, high = torch.arange(3.0, dtype=torch.float64), torch.tensor([10.0, 11.0, 12.0])
+    assert ref(high, low) == pytest.approx(2 / 20)  # the split and its mirror of 20
+    four_low = torch.arange(4.0, dtype=torch.float64)
+    assert ref(high[:2], four_low) == pytest.approx(1 / 15)
+    same = torch.tensor([1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    assert ref(same[:2], same[2:]) == 1.0  # no difference: every split ties
+    x, y = torch.tensor([0.3, -1.2, 2.0]), torch.tensor([0.1, 0.5, -0.4, 1.1])
+    pooled = torch.cat([x, y]).tolist()
+    observed = abs(x.mean() - y.mean()).item()
+    hits = [
+        abs(sum(p[:3]) / 3 - sum(p[3:]) / 4) >= observed - 1e-9
+        for p in itertools.permutations(pooled)
+    ]
+    assert ref(x, y) == pytest.approx(sum(hits) / len(hits))
+    smallest = EXERCISES["smallest_p"].reference
+    assert smallest(2, 4) == pytest.approx(1 / 15) and smallest(3, 3) == pytest.approx(0.1)
+    assert ref(high[:2], four_low) == pytest.approx(smallest(2, 4))
 
 
 def test_commutant_projection_commutes_with_rope():
@@ -695,10 +710,10 @@ def test_factor_hints_only_for_simple_factors():
     with pytest.raises(ExerciseFailed, match=r"Hint: your result is √2 times"):
         check("kv_memory", lambda x, K, V: math.sqrt(2) * F.relu(x @ K.T) @ V)
     with pytest.raises(ExerciseFailed) as info:
-        check("lr_factor", lambda s, n, w, r: 1.001 * EXERCISES["lr_factor"].reference(s, n, w, r))
+        check("permutation_p", lambda x, y: 1.001 * EXERCISES["permutation_p"].reference(x, y))
     assert "Hint" not in str(info.value)
-    with pytest.raises(ExerciseFailed, match=r"expected 0\.01, got 0\.01001"):
-        check("lr_factor", lambda s, n, w, r: 1.001 * EXERCISES["lr_factor"].reference(s, n, w, r))
+    with pytest.raises(ExerciseFailed, match=r"expected 0\.1, got 0\.1001"):
+        check("permutation_p", lambda x, y: 1.001 * EXERCISES["permutation_p"].reference(x, y))
 
 
 def test_float32_solutions_pass_at_float32_tolerance_and_half_precision_is_refused():

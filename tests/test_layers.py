@@ -39,6 +39,7 @@ LAYERS = {
     "pretrain": 7,
     "experiments": 8,
     "contrast_report": 9,
+    "collapse_report": 9,
     "generate": 8,
     "benchmark": 8,
     "reproduce": 9,

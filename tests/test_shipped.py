@@ -513,3 +513,91 @@ def test_chapter5_fresh_seed_sentence_is_gone_and_dose_prose_holds():
     ]
     assert [s.p < 0.05 for s in steps] == [True, False, False, True]  # the first and the last
     assert "the first (out of the nearly bilinear end) and the last" in text
+
+
+def test_chapter11_prose_on_the_sweep_and_the_hunt_holds_on_the_shipped_records():
+    """What chapter 11 says in prose about the shipped sweep trajectories and collapse-hunt
+    records (the runs as made), each claim checked here rather than in the chapter."""
+    from statistics import median
+
+    from kvattn import collapse_report as cr
+    from kvattn.data import collapse_hunt, trajectory
+    from kvattn.diagnostics import COLLAPSE_CRITERIA, collapse_reading, load_probes, probe_reading
+
+    def worst(values):  # the least collapsed layer at each probe
+        return [max(v for v in layers if v is not None) for layers in values]
+
+    sweep = {
+        f"sweep_lr{lr}_wu{wu}": (lr, wu) for lr in ("3e-4", "1e-3", "3e-3") for wu in (50, 500)
+    }
+    # the six recipes differ in the peak learning rate and the warm-up only
+    configs = [json.loads((shipped(n) / "trainer_state.json").read_text())["config"] for n in sweep]
+    drop = ("lr", "warmup", "out_dir")
+    assert all(
+        {k: v for k, v in c.items() if k not in drop}
+        == {k: v for k, v in configs[0].items() if k not in drop}
+        for c in configs
+    )
+    probes = {n: load_probes(trajectory(n)) for n in sweep}
+    rms = {n: worst(p["G_order_rms"]) for n, p in probes.items()}
+    ends = {n: cr.end_value(p) for n, p in probes.items()}
+    fastest = [n for n in sweep if sweep[n][0] == "3e-3"]
+    assert any(p["delta_loss"][-1] < 0 for p in probes.values())  # some final Δ losses < 0
+    assert all(rms[n][-1] < rms[n][0] for n in fastest)  # the larger rate lowered it
+    assert max(ends[n] for n in fastest) < min(ends[n] for n in sweep if n not in fastest)
+
+    names = [
+        "base",
+        "base_seed2",
+        "lr1e-2_wu500",
+        "lr1e-2_wu500_seed2",
+        "lr1e-2_wu50",
+        "lr3e-2_wu2000",
+        "wd1",
+        "batch64",
+        "corpus1.5M",
+        "metric_depth8",
+    ]
+    hunt = {n: json.loads(collapse_hunt(n).read_text()) for n in names}
+    strict = COLLAPSE_CRITERIA["strict"].below
+    for n, r in hunt.items():
+        r["probes"] = load_probes(collapse_hunt(n))
+        r["rms"] = worst(r["probes"]["G_order_rms"])
+        r["end"] = cr.end_value(r["probes"])
+        r["row_map"] = collapse_reading({"row_map_gain": r["row_map_gain"]["final"]}, "row_map")
+        r["distance"] = [probe_reading(r["probes"], i).distance for i in range(len(r["rms"]))]
+    factor = {n: r["end"] / hunt["base"]["end"] for n, r in hunt.items()}
+    final_val = {n: r["val_loss"][-1] for n, r in hunt.items()}
+    high = [n for n, r in hunt.items() if r["recipe"]["lr"] >= 1e-2]
+    assert len(high) == 4
+    seed_base = max(factor["base_seed2"], 1 / factor["base_seed2"])
+    seed_high = hunt["lr1e-2_wu500_seed2"]["end"] / hunt["lr1e-2_wu500"]["end"]
+    assert seed_base < 1.5 and max(seed_high, 1 / seed_high) >= 10  # the seed pairs
+    for n in [*high, "wd1"]:  # two knobs, far beyond the seed pair, below 0.01 within 4M tokens
+        r = hunt[n]
+        per_step = r["recipe"]["batch_size"] * r["recipe"]["block_size"]
+        early = [
+            v for s, v in zip(r["probes"]["step"], r["rms"], strict=True) if s * per_step <= 4e6
+        ]
+        assert 1e-3 < factor[n] < 0.1 and min(early) < 0.01
+    for n in high:  # a loss no worse than the base's; practically every greedy token unchanged
+        assert final_val[n] <= final_val["base"] and hunt[n]["probes"]["agreement"][-1] >= 0.99
+    assert sum(hunt[n]["row_map"].any_layer for n in high) == 2
+    top = max(high, key=lambda n: hunt[n]["recipe"]["lr"])  # near our criterion, then away
+    closest = min(hunt[top]["distance"])
+    assert closest < 3 < hunt[top]["distance"][-1] / closest
+    assert hunt["wd1"]["recipe"]["weight_decay"] == 10 * hunt["base"]["recipe"]["weight_decay"]
+    assert hunt["wd1"]["row_map"].any_layer and final_val["wd1"] == max(final_val.values())
+    assert sum(hunt["metric_depth8"]["row_map"].met) == 1
+    assert factor["metric_depth8"] > max(factor[n] for n in [*high, "wd1"])
+    for n in ["batch64", "corpus1.5M"]:  # factors close to the base's seed pair
+        assert max(factor[n], 1 / factor[n]) < 1.5 * seed_base
+    for r in hunt.values():  # σ2/σ1 of A one to three decades above our criterion at the end
+        assert 10 * strict <= worst(r["probes"]["A_sigma_ratio"])[-1] < 1000 * strict
+    comparable = [n for n in hunt if n not in high and n != "corpus1.5M"]  # its own tokenizer
+    assert max(final_val[n] for n in high) < min(final_val[n] for n in comparable)
+    assert all(hunt[n]["recipe"]["min_lr_ratio"] == 0.1 for n in high)  # the rate falls to 1/10
+    # the nearest run: the lowest end value, orders of magnitude below the base's
+    assert cr.lowest_end({n: r["probes"] for n, r in hunt.items()}) == cr.HUNT_NEAREST
+    assert factor[cr.HUNT_NEAREST] < 0.01
+    assert median(hunt[cr.HUNT_NEAREST]["rms"][-6:]) < 1e-3

@@ -51,7 +51,7 @@ def _round(x: torch.Tensor | np.ndarray | Sequence[float], digits: int = 4) -> l
     return np.round(array.astype(float), digits).tolist()
 
 
-#: The most points a line of a figure embeds: a column is about 700 px wide, so more points than
+#: The most points a line of a figure embeds. A column is about 700 px wide, so more points than
 #: this draw nothing new and only weigh the page (a 3,000-step loss curve of five runs made
 #: chapter 4's full build weigh over 1 MB).
 MAX_LINE_POINTS = 500

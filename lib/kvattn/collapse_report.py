@@ -1,0 +1,334 @@
+"""What Part II found: one table, the same for chapters 9 and 11.
+
+Each row is a model; each column one of the course's measures of inference collapse, taken on
+the same held-out code for every model (each model with its own tokenizer):
+
+* ``order_rms``: the course's order parameter of G_LM, the RMS-relative form
+  (:func:`kvattn.diagnostics.order_parameter` with ``"rms"``), of every snippet against the first,
+  averaged over the snippets, in the least collapsed layer (collapse needs every layer);
+* ``delta_loss`` and its 95 % interval over donors: the frozen-G Δ loss
+  (:func:`kvattn.diagnostics.g_substitution`), nats/token;
+* ``sigma_ratio``: σ2/σ1 of the metric learner's output A, the median over snippets and heads,
+  in the least collapsed layer (0 for a rank-1 A);
+* ``gamma``: mean ``|γ|`` of each layer's last metric-learner LayerNorm
+  (:func:`kvattn.diagnostics.metric_norm`; 0 is chapter 9's model flattened by hand);
+* ``kvg_same``: on how many prompts greedy decoding with the KV + G cache gives exactly the
+  tokens of decoding without a cache.
+
+:data:`PUBLISHED_110M` holds the figures the authors' audit reports for their collapsed
+PLDR-LLM-v51-SOC-110M-5 [gokden2026mathfoundations], ``None`` where it reports none.
+:func:`format_findings` prints the rows at most :data:`MAX_WIDTH` characters a line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from statistics import median
+
+import torch
+from torch.nn import functional
+
+from . import diagnostics
+from ._checks import check_int
+from .ablations import constant_g_from, generation_mode_logits
+from .data import blocks
+from .env import pick
+from .pldr import PLDRLLM
+from .stats import t_interval
+
+#: The widest line :func:`format_findings` prints (the text column of the book at 1280 px).
+MAX_WIDTH = 80
+#: The collapse hunt's **nearest** run: the lowest :func:`end_value` of the hunt (chapter 11).
+HUNT_NEAREST = "lr1e-2_wu500_seed2"
+#: The sweep's best run, the lowest :func:`end_value` of the sweep's trajectories.
+SWEEP_BEST = "sweep_lr3e-3_wu500"
+#: Characters of held-out text per snippet.
+SNIPPET_CHARS = 300
+#: Tokens of each decoding prompt (the start of a snippet).
+PROMPT_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of the table (see the module's docstring for each measure). ``None``: not
+    measured (for a published model: not reported). ``delta_interval``: the 95 % Student-t
+    interval of the mean Δ loss over the donors; ``kvg_same``: (prompts decoded alike,
+    prompts tried); ``source``: "measured" or the bib key of the work the figures come from."""
+
+    label: str
+    order_rms: float | None
+    delta_loss: float | None
+    delta_interval: tuple[float, float] | None
+    sigma_ratio: float | None
+    gamma: tuple[float, ...] | None
+    kvg_same: tuple[int, int] | None
+    source: str = "measured"
+
+
+#: The collapsed 110M model as the authors' audit measured it [gokden2026mathfoundations]. The
+#: RMS order parameter of G_LM 0 (two sampled continuations of five prompts), median σ2/σ1 of A
+#: 8.7e-17 over 560 head-prompt pairs, and G_LM cached against recomputed over greedy decoding
+#: of four prompts with no greedy token changed. No frozen-G Δ loss and no LayerNorm scale are
+#: reported.
+PUBLISHED_110M = Finding(
+    "published 110M", 0.0, None, None, 8.7e-17, None, (4, 4), "gokden2026mathfoundations"
+)
+
+
+def _snippets(text: str, n: int, seed: int) -> list[str]:
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(text) - SNIPPET_CHARS, (n,), generator=gen).tolist()
+    return [text[s : s + SNIPPET_CHARS] for s in starts]
+
+
+@torch.no_grad()
+def measure_finding(
+    label: str,
+    model: PLDRLLM,
+    tokenizer,
+    text: str,
+    *,
+    snippets: int | None = None,
+    eval_blocks: int | None = None,
+    new_tokens: int | None = None,
+    seed: int = 0,
+) -> Finding:
+    """Measure one row of the table on ``text`` (held-out text the model never trained on).
+
+    ``snippets`` (default 12, 4 in fast mode) random pieces of :data:`SNIPPET_CHARS` characters
+    of ``text`` give the order parameter and σ2/σ1 (each against the first); all but the first
+    are the donors of the frozen-G Δ loss, scored on the first ``eval_blocks`` (default 16, 4
+    in fast mode) blocks of the whole of ``text``; the first :data:`PROMPT_TOKENS` tokens of
+    each snippet are the prompts continued greedily by ``new_tokens`` (default 32, 12 in fast
+    mode) tokens with ``cache="none"`` and ``cache="kv+g"``. ``seed`` fixes the snippets.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a PLGA :class:`kvattn.pldr.PLDRLLM` (a constant-G model has no A),
+        ``text`` not a str.
+    ValueError
+        A size not an int ≥ its minimum (3 snippets: a Δ-loss interval needs two donors;
+        1 block; 1 token), ``text`` too short for the snippets or one block, or a snippet
+        shorter than :data:`PROMPT_TOKENS` tokens.
+    """
+    if not isinstance(model, PLDRLLM) or model.config.custom_G_type is not None:
+        raise TypeError(f"model must be a PLGA PLDRLLM, got {type(model).__name__}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    snippets = pick(12, 4) if snippets is None else snippets
+    eval_blocks = pick(16, 4) if eval_blocks is None else eval_blocks
+    new_tokens = pick(32, 12) if new_tokens is None else new_tokens
+    check_int("snippets", snippets, low=3)
+    check_int("eval_blocks", eval_blocks, low=1)
+    check_int("new_tokens", new_tokens, low=1)
+    if len(text) <= SNIPPET_CHARS:
+        raise ValueError(f"text needs more than {SNIPPET_CHARS} characters, got {len(text)}")
+    cfg, device = model.config, next(model.parameters()).device
+    ids = [
+        torch.tensor([tokenizer.encode(t)[: cfg.max_position_embeddings]], device=device)
+        for t in _snippets(text, snippets, seed)
+    ]
+    if min(i.shape[1] for i in ids) < PROMPT_TOKENS:
+        raise ValueError(f"a snippet is shorter than {PROMPT_TOKENS} tokens")
+    held = blocks(torch.tensor(tokenizer.encode(text)), cfg.max_position_embeddings)
+    if len(held) < eval_blocks:
+        raise ValueError(f"text gives {len(held)} blocks, fewer than eval_blocks={eval_blocks}")
+    outs = diagnostics.deductive_tensors(model, ids)
+    orders, ratios = [], []
+    for li in range(cfg.num_hidden_layers):
+        G = [o[li].G_LM for o in outs]
+        orders.append(
+            sum(diagnostics.order_parameter(G[0], g, "rms") for g in G[1:]) / (len(G) - 1)
+        )
+        A = torch.stack([o[li].A[0] for o in outs])  # [snippets, heads, d_k, d_k]
+        ratios.append(float(diagnostics.rank_audit(A, head_dim=1).sigma_ratio.median()))
+    sub = diagnostics.g_substitution(model, held[:eval_blocks].to(device), ids[1:])
+    deltas = sub.delta_loss
+    mean, n = float(deltas.mean()), len(deltas)
+    interval = t_interval(mean, float(deltas.std()) / math.sqrt(n), n)
+    same = sum(
+        torch.equal(
+            model.generate(p[:, :PROMPT_TOKENS], new_tokens, cache="none"),
+            model.generate(p[:, :PROMPT_TOKENS], new_tokens, cache="kv+g"),
+        )
+        for p in ids
+    )
+    gamma = tuple(float(g) for g in diagnostics.metric_norm(model).scale)
+    return Finding(label, max(orders), mean, interval, max(ratios), gamma, (same, len(ids)))
+
+
+def _number(value: float | None, width: int) -> str:
+    text = "not reported" if value is None else ("0" if value == 0 else f"{value:.1e}")
+    return f"{text:>{width}s}"
+
+
+def _delta(f: Finding) -> str:
+    if f.delta_loss is None or f.delta_interval is None:
+        return f"{'not reported':>18s}"
+    half = (f.delta_interval[1] - f.delta_interval[0]) / 2
+    return f"{f.delta_loss:+.1e} ± {half:.1e}"
+
+
+def _gamma(f: Finding) -> str:
+    if f.gamma is None:
+        return f"{'not reported':>14s}"
+    return f"{', '.join(f'{g:.2g}' for g in f.gamma):>14s}"
+
+
+def format_findings(rows: Sequence[Finding]) -> str:
+    """The table of ``rows``, one model a line, at most :data:`MAX_WIDTH` characters a line:
+    the RMS order parameter of G_LM, the frozen-G Δ loss ± the half-width of its 95 % interval
+    (nats/token), σ2/σ1 of A, mean ``|γ|`` per layer and the KV + G prompts decoded as without a
+    cache. A row from a publication is marked ``*``; the footnote names its source.
+
+    Raises
+    ------
+    TypeError
+        ``rows`` is not a sequence of :class:`Finding`.
+    ValueError
+        No rows, or a label longer than 16 characters.
+    """
+    if not isinstance(rows, Sequence) or not all(isinstance(r, Finding) for r in rows):
+        raise TypeError("rows must be a sequence of Finding")
+    if not rows:
+        raise ValueError("need at least one row")
+    long = [r.label for r in rows if len(r.label) > 16]
+    if long:
+        raise ValueError(f"labels longer than 16 characters: {long}")
+    lines = [
+        f"{'':16s} {'order':>7s} {'frozen-G Δ loss':>18s} {'σ2/σ1':>7s} {'mean |γ|':>14s} "
+        f"{'KV+G':>5s}",
+        f"{'model':16s} {'(RMS)':>7s} {'nats/token, 95%':>18s} {'of A':>7s} "
+        f"{'layer 0, 1…':>14s} {'=none':>5s}",
+    ]
+    for r in rows:
+        kvg = "—" if r.kvg_same is None else f"{r.kvg_same[0]}/{r.kvg_same[1]}"
+        mark = "*" if r.source != "measured" else ""
+        lines.append(
+            f"{r.label + mark:16s} {_number(r.order_rms, 7)} {_delta(r)} "
+            f"{_number(r.sigma_ratio, 7)} {_gamma(r)} {kvg:>5s}"
+        )
+    for source in dict.fromkeys(r.source for r in rows if r.source != "measured"):
+        lines.append(f"* the figures reported by {source}")
+    return "\n".join(lines)
+
+
+def end_value(probes: dict) -> float:
+    """A trajectory's **end value**: the median, over the last quarter of its probes, of the
+    RMS order parameter of G_LM in the least collapsed layer (``probes["G_order_rms"]``, one
+    list of per-layer values per probe, as :func:`kvattn.diagnostics.load_probes` returns it).
+    A median of several readings, since one reading can swing several-fold from the next
+    (:func:`largest_swing`).
+
+    Raises
+    ------
+    ValueError
+        No ``G_order_rms`` readings, or a reading with no value in any layer.
+    """
+    values = probes.get("G_order_rms") if isinstance(probes, dict) else None
+    if not values:
+        raise ValueError("probes hold no G_order_rms readings")
+    worst = []
+    for layers in values:
+        known = [v for v in layers if v is not None]
+        if not known:
+            raise ValueError("a G_order_rms reading has no value in any layer")
+        worst.append(max(known))
+    return float(median(worst[-max(1, len(worst) // 4) :]))
+
+
+def lowest_end(records: dict[str, dict]) -> str:
+    """The name of the run with the lowest :func:`end_value` among ``records`` (name → probes):
+    on the collapse hunt's records the run the course calls **nearest** (:data:`HUNT_NEAREST`),
+    on the sweep's trajectories its best run (:data:`SWEEP_BEST`).
+
+    Raises
+    ------
+    ValueError
+        ``records`` empty, or as :func:`end_value`.
+    """
+    if not records:
+        raise ValueError("records is empty")
+    ends = {name: end_value(probes) for name, probes in records.items()}
+    return min(ends, key=ends.__getitem__)
+
+
+def largest_swing(values: Sequence[float]) -> float:
+    """The largest factor between two consecutive readings of a positive measure,
+    max over i of max(v[i+1]/v[i], v[i]/v[i+1]): how far one reading can sit from the next,
+    the scale against which a single lowest reading is read.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two values, or a value not a positive finite number.
+    """
+    values = list(values)
+    if len(values) < 2:
+        raise ValueError("need at least two readings")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+        raise ValueError("readings must be positive finite numbers")
+    return max(max(a / b, b / a) for a, b in pairwise(values))
+
+
+@dataclass(frozen=True)
+class FrozenGByPosition:
+    """The frozen-G Δ loss resolved by block and by position (nats/token): ``per_block``, CPU
+    float64 ``[B]``, each block's mean over its positions and the donors; ``early`` and
+    ``rest``, the mean over the first ``early`` positions of every block and over the others."""
+
+    per_block: torch.Tensor
+    early: float
+    rest: float
+
+
+@torch.no_grad()
+def frozen_g_by_position(
+    model: PLDRLLM, ids: torch.Tensor, donors: list[torch.Tensor], early: int = 16
+) -> FrozenGByPosition:
+    """Where the frozen-G Δ loss of :func:`kvattn.diagnostics.g_substitution` comes from: the
+    next-token loss of the constant-G model built from each donor's G_LM
+    (:func:`kvattn.ablations.constant_g_from`) minus the model's own in generation mode
+    (:func:`kvattn.ablations.generation_mode_logits`, each position seeing its prefix), token by
+    token on ``ids`` (int64 ``[B, S + 1]``, no pad targets), averaged over the donors (each
+    ``[1, S_d]``). Its grand mean is ``g_substitution(model, ids, donors).delta_loss.mean()``.
+    The global random state is left as it was (building a constant-G model draws weights).
+
+    Raises
+    ------
+    TypeError
+        ``model`` not a PLGA :class:`kvattn.pldr.PLDRLLM`, ``ids`` not an int64 tensor.
+    ValueError
+        ``ids`` not ``[B, S + 1]`` with S > ``early``; ``early`` not an int ≥ 1; no donors, or
+        a donor not of shape ``[1, S_d]``.
+    """
+    if not isinstance(model, PLDRLLM) or model.config.custom_G_type is not None:
+        raise TypeError(f"model must be a PLGA PLDRLLM, got {type(model).__name__}")
+    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
+        raise TypeError("ids must be an int64 tensor [B, S + 1]")
+    check_int("early", early, low=1)
+    if ids.ndim != 2 or ids.shape[1] - 1 <= early:
+        raise ValueError(f"ids must be [B, S + 1] with S > early={early}, got {tuple(ids.shape)}")
+    if not donors or any(d.ndim != 2 or d.shape[0] != 1 for d in donors):
+        raise ValueError("donors must be a non-empty list of [1, S_d] tensors")
+
+    def per_token(logits: torch.Tensor) -> torch.Tensor:
+        flat = functional.cross_entropy(
+            logits.flatten(0, 1), ids[:, 1:].flatten(), reduction="none"
+        )
+        return flat.view(len(ids), -1)
+
+    with torch.random.fork_rng(devices=[]):
+        own = per_token(generation_mode_logits(model, ids))
+        deltas = []
+        for d in donors:
+            G = [o.G_LM[0] for o in model(d, output_pldr_attentions=True).pldr_attentions]
+            deltas.append(per_token(constant_g_from(model, G)(ids[:, :-1]).logits) - own)
+    delta = diagnostics.cpu64(torch.stack(deltas).mean(0))  # [blocks, positions]
+    return FrozenGByPosition(
+        delta.mean(1), float(delta[:, :early].mean()), float(delta[:, early:].mean())
+    )

@@ -1,0 +1,190 @@
+"""What Part II found (kvattn.collapse_report): the table's measures, its format, and the runs
+it names on the shipped records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kvattn import collapse_report as cr
+from kvattn import diagnostics
+from kvattn.checkpoint import load_pretrained
+from kvattn.data import blocks, collapse_hunt, load_text, load_tokenizer, shipped, trajectory
+from kvattn.diagnostics import load_probes
+from kvattn.pldr import PLDRLLM
+from kvattn.stats import t_interval
+
+HUNT = [
+    "base",
+    "base_seed2",
+    "lr1e-2_wu500",
+    "lr1e-2_wu500_seed2",
+    "lr1e-2_wu50",
+    "lr3e-2_wu2000",
+    "wd1",
+    "batch64",
+    "corpus1.5M",
+    "metric_depth8",
+]
+SWEEP = [f"sweep_lr{lr}_wu{wu}" for lr in ("3e-4", "1e-3", "3e-3") for wu in (50, 500)]
+
+
+@pytest.fixture(scope="module")
+def held_out() -> str:
+    return load_text("stdlib", max_chars=6_100_000)[6_000_000:]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_pretrained(shipped("pldr_tiny")), load_tokenizer(shipped("pldr_tiny"))
+
+
+def _flattened(model: PLDRLLM) -> PLDRLLM:
+    flat = PLDRLLM(model.config)
+    flat.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for block in flat.decoder.dec_layers:
+            block.mha1.reslayerAs[-1].layernormA.weight.zero_()
+    return flat
+
+
+def test_a_model_flattened_by_hand_reads_collapsed_on_every_measure(tiny, held_out):
+    model, tok = tiny
+    row = cr.measure_finding(
+        "flat", _flattened(model), tok, held_out, snippets=3, eval_blocks=2, new_tokens=6
+    )
+    assert row.order_rms == 0 and row.delta_loss == 0 and row.delta_interval == (0.0, 0.0)
+    assert row.sigma_ratio < 1e-5  # every row of A is β: rank 1 up to rounding
+    assert row.gamma == (0.0, 0.0) and row.kvg_same == (3, 3)
+
+
+def test_the_trained_model_reads_as_independent_code_computes_it(tiny, held_out):
+    model, tok = tiny
+    row = cr.measure_finding("tiny", model, tok, held_out, snippets=3, eval_blocks=2, new_tokens=6)
+    # independently: the same snippets, the order parameter layer by layer, the Δ-loss interval
+    gen = torch.Generator().manual_seed(0)
+    starts = torch.randint(0, len(held_out) - cr.SNIPPET_CHARS, (3,), generator=gen).tolist()
+    ids = [torch.tensor([tok.encode(held_out[s : s + cr.SNIPPET_CHARS])[:128]]) for s in starts]
+    with torch.no_grad():
+        G = [[o.G_LM for o in model(i, output_pldr_attentions=True).pldr_attentions] for i in ids]
+    per_layer = [
+        (
+            diagnostics.order_parameter(G[0][li], G[1][li], "rms")
+            + diagnostics.order_parameter(G[0][li], G[2][li], "rms")
+        )
+        / 2
+        for li in range(2)
+    ]
+    assert row.order_rms == pytest.approx(max(per_layer), rel=1e-12)
+    assert 0.01 < row.order_rms < 1  # not collapsed, as chapter 9 finds
+    lo, hi = row.delta_interval
+    assert lo < row.delta_loss < hi and (lo + hi) / 2 == pytest.approx(row.delta_loss)
+    assert row.gamma == pytest.approx((0.81, 0.75), abs=0.01)  # the issue's measurement
+    assert 0.3 < row.sigma_ratio < 1 and row.kvg_same[1] == 3
+
+
+def test_the_interval_is_the_t_interval_over_donors(tiny, held_out):
+    model, tok = tiny
+    row = cr.measure_finding("tiny", model, tok, held_out, snippets=4, eval_blocks=1, new_tokens=1)
+    gen = torch.Generator().manual_seed(0)
+    starts = torch.randint(0, len(held_out) - cr.SNIPPET_CHARS, (4,), generator=gen).tolist()
+    ids = [torch.tensor([tok.encode(held_out[s : s + cr.SNIPPET_CHARS])[:128]]) for s in starts]
+    held = blocks(torch.tensor(tok.encode(held_out)), 128)[:1]
+    d = diagnostics.g_substitution(model, held, ids[1:]).delta_loss
+    expected = t_interval(float(d.mean()), float(d.std()) / math.sqrt(3), 3)
+    assert row.delta_interval == pytest.approx(expected, rel=1e-9)
+
+
+def test_bad_input_is_refused_before_any_work(tiny, held_out):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="snippets"):
+        cr.measure_finding("x", model, tok, held_out, snippets=2)
+    with pytest.raises(ValueError, match="characters"):
+        cr.measure_finding("x", model, tok, "short text")
+    with pytest.raises(TypeError, match="text"):
+        cr.measure_finding("x", model, tok, b"bytes")
+    with pytest.raises(TypeError, match="PLGA PLDRLLM"):
+        cr.measure_finding("x", torch.nn.Linear(2, 2), tok, held_out)
+
+
+def test_the_table_fits_the_text_column_and_marks_published_figures():
+    measured = cr.Finding("pldr_tiny", 0.15, -1e-3, (-0.012, 0.010), 0.63, (0.81, 0.75), (1, 4))
+    table = cr.format_findings([measured, cr.PUBLISHED_110M])
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= cr.MAX_WIDTH
+    assert lines[2].split()[:3] == ["pldr_tiny", "1.5e-01", "-1.0e-03"]
+    assert "± 1.1e-02" in lines[2] and lines[2].endswith("1/4")
+    assert lines[3].startswith("published 110M*") and lines[3].count("not reported") == 2
+    assert lines[3].split()[2] == "0" and lines[3].endswith("4/4")
+    assert lines[-1] == "* the figures reported by gokden2026mathfoundations"
+
+
+def test_the_table_refuses_what_it_cannot_print():
+    with pytest.raises(ValueError, match="at least one"):
+        cr.format_findings([])
+    with pytest.raises(ValueError, match="16 characters"):
+        cr.format_findings([cr.Finding("a label far too long", 0, 0, (0, 0), 0, (0,), (1, 1))])
+    with pytest.raises(TypeError, match="Finding"):
+        cr.format_findings([{"label": "x"}])
+
+
+def test_end_value_is_the_median_of_the_last_quarter_of_the_worst_layer():
+    probes = {
+        "G_order_rms": [
+            [0.5, 0.1],
+            [0.2, 0.4],
+            [0.3, None],
+            [0.01, 0.02],
+            [0.05, 0.04],
+            [0.9, 0.8],
+            [0.03, 0.06],
+            [0.07, 0.01],
+        ]
+    }
+    # the worst layer: 0.5, 0.4, 0.3, 0.02, 0.05, 0.9, 0.06, 0.07; the last quarter: 0.06, 0.07
+    assert cr.end_value(probes) == pytest.approx(0.065)
+    assert cr.lowest_end({"a": probes, "b": {"G_order_rms": [[1.0, 2.0]]}}) == "a"
+    with pytest.raises(ValueError, match="no G_order_rms"):
+        cr.end_value({"G_order_rms": []})
+    with pytest.raises(ValueError, match="any layer"):
+        cr.end_value({"G_order_rms": [[None, None]]})
+
+
+def test_largest_swing():
+    assert cr.largest_swing([1.0, 4.0, 2.0, 2.5]) == 4.0
+    assert cr.largest_swing([3e-4, 1e-4]) == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="two"):
+        cr.largest_swing([1.0])
+    with pytest.raises(ValueError, match="positive"):
+        cr.largest_swing([1.0, 0.0])
+
+
+def test_the_named_runs_are_the_lowest_end_values_of_the_shipped_records():
+    hunt = {n: load_probes(collapse_hunt(n)) for n in HUNT}
+    assert cr.lowest_end(hunt) == cr.HUNT_NEAREST
+    sweep = {n: load_probes(trajectory(n)) for n in SWEEP}
+    assert cr.lowest_end(sweep) == cr.SWEEP_BEST
+    # the nearest run's end value is orders of magnitude below the sweep's best
+    assert cr.end_value(hunt[cr.HUNT_NEAREST]) < 1e-2 * cr.end_value(sweep[cr.SWEEP_BEST])
+
+
+def test_frozen_g_by_position_resolves_the_g_substitution(tiny, held_out):
+    model, tok = tiny
+    ids = blocks(torch.tensor(tok.encode(held_out)), 128)[:3]
+    donors = [b[None, :-1] for b in blocks(torch.tensor(tok.encode(held_out[-20_000:])), 128)[:2]]
+    state = torch.random.get_rng_state()
+    split = cr.frozen_g_by_position(model, ids, donors, early=16)
+    assert torch.equal(torch.random.get_rng_state(), state)  # no random draw leaks out
+    whole = diagnostics.g_substitution(model, ids, donors).delta_loss.mean().item()
+    assert split.per_block.shape == (3,) and split.per_block.dtype == torch.float64
+    assert split.per_block.mean().item() == pytest.approx(whole, abs=1e-5)
+    # the first 16 of 128 positions and the other 112 make up the whole
+    assert (16 * split.early + 112 * split.rest) / 128 == pytest.approx(whole, abs=1e-5)
+    with pytest.raises(ValueError, match="early"):
+        cr.frozen_g_by_position(model, ids[:, :10], donors)
+    with pytest.raises(TypeError, match="int64"):
+        cr.frozen_g_by_position(model, ids.float(), donors)
+    with pytest.raises(ValueError, match="donors"):
+        cr.frozen_g_by_position(model, ids, [])
