@@ -119,7 +119,11 @@ def test_shipped_results_table():
     ]
     rows = R.results_rows({12000: flat})
     assert [r["verdict"] for r in rows] == ["within ±0.01", "not resolved", "not resolved"]
-    assert [r["steps"] for r in rows] == ["12,000"] * 3
+    assert [r["steps"] for r in rows] == [12000] * 3
+    # the p of the test each verdict uses, before Holm: Tool 3's example in chapter 5
+    assert [r["test"] for r in rows] == ["TOST"] * 3
+    assert [r["p"] for r in rows] == ["0.016", "0.046", "0.025"]
+    assert [r["p"] for r in rows] == [f"{c.equivalence_p(R.MARGIN):.2g}" for c in flat]
     text = R.format_table(rows)
     assert max(len(line) for line in text.splitlines()) <= R.MAX_WIDTH
 

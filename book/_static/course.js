@@ -9,12 +9,18 @@ window.addEventListener("load", function () {
   });
 });
 
-// On a phone, a legend at a figure's side took half its width and was cut off at the edge: under
-// 700 px a figure's legend goes below the plot, in rows (plotly wraps a horizontal legend).
+// On a phone (a figure under 700 px wide), a figure of several panels keeps 560 px and scrolls
+// sideways in its output box (course.css): shrunk to the column its panels were a few pixels
+// wide. A one-panel figure fits the column. A legend at a figure's side took half its width and
+// was cut off at the edge: it goes below the plot, in rows (plotly wraps a horizontal legend).
 function fitNarrowScreen(div) {
   var layout = div._fullLayout;
-  if (div.offsetWidth >= 700 || !layout || !layout.showlegend) return;
-  if (layout.legend && layout.legend.orientation === "h") return;
+  if (div.offsetWidth >= 700 || !layout) return;
+  if (layout.xaxis2) {
+    div.style.minWidth = "560px";
+    window.Plotly.Plots.resize(div);
+  }
+  if (!layout.showlegend || (layout.legend && layout.legend.orientation === "h")) return;
   window.Plotly.relayout(div, {
     "legend.orientation": "h",
     "legend.x": 0,

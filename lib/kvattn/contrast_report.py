@@ -140,11 +140,13 @@ def family_equivalence_power(
 
 @dataclass(frozen=True)
 class Verdict:
-    """One σ's reading: the test it rests on (``"t"`` or ``"TOST"``), that test's power at the
-    observed spread (see the module's docstring) and the verdict in words."""
+    """One σ's reading: the test it rests on (``"t"`` or ``"TOST"``), that test's p-value before
+    Holm's correction, its power at the observed spread (see the module's docstring) and the
+    verdict in words."""
 
     act: str
     test: str
+    p: float
     power: float
     verdict: str
 
@@ -175,10 +177,11 @@ def verdicts(
         if clear:
             words = ("gated" if c.mean > 0 else "symmetric") + " lower"
             words += f" by < {margin:g}" if small else ""
-            out[c.act] = Verdict(c.act, "t", t_power(c.sd, c.n, margin, alpha), words)
+            out[c.act] = Verdict(c.act, "t", c.p, t_power(c.sd, c.n, margin, alpha), words)
         else:
             words = f"within ±{margin:g}" if small else "not resolved"
-            out[c.act] = Verdict(c.act, "TOST", equivalence_power(c.sd, c.n, margin, alpha), words)
+            power = equivalence_power(c.sd, c.n, margin, alpha)
+            out[c.act] = Verdict(c.act, "TOST", c.equivalence_p(margin), power, words)
     return out
 
 
@@ -205,8 +208,8 @@ def results_rows(
     by_length: Mapping[int, Sequence[Contrast]], margin: float = MARGIN, alpha: float = 0.05
 ) -> list[dict]:
     """One row per σ and training length (steps → the contrasts tested together at that
-    length): σ, steps, pairs, estimate, 95 % interval, the test the verdict uses, its power and
-    the verdict (nats/token)."""
+    length): σ, steps, pairs ``n``, estimate, 95 % interval, the test the verdict uses, that
+    test's p-value before Holm's correction, its power and the verdict (nats/token)."""
     rows = []
     for steps, contrasts in by_length.items():
         read = verdicts(contrasts, margin, alpha)
@@ -214,16 +217,17 @@ def results_rows(
             lo, hi = c.interval(0.95)
             v = read[c.act]
             rows.append(
-                dict(
-                    σ=c.act,
-                    steps=f"{steps:,}",
-                    pairs=c.n,
-                    estimate=f"{c.mean:+.4f}",
-                    interval=f"[{lo:+.4f}, {hi:+.4f}]",
-                    test=v.test,
-                    power=f"{v.power:.2f}",
-                    verdict=v.verdict,
-                )
+                {
+                    "σ": c.act,
+                    "steps": steps,
+                    "n": c.n,
+                    "mean": f"{c.mean:+.4f}",
+                    "95 % interval": f"[{lo:+.4f}, {hi:+.4f}]",
+                    "test": v.test,
+                    "p": f"{v.p:.2g}",
+                    "power": f"{v.power:.2f}",
+                    "verdict": v.verdict,
+                }
             )
     return rows
 
