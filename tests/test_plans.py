@@ -1,0 +1,43 @@
+"""Plans committed before their runs (the course's rule for a new experiment): each names runs the
+training code accepts, measures the probes record, and a decision rule, and no result of its runs
+is shipped before the plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvattn.diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_NORM_MEASURES
+from kvattn.pretrain import PretrainConfig
+from kvattn.reproduce.files import plan
+from kvattn.reproduce.hunt import hunt_recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_constant_rate_plan_names_runs_the_training_code_accepts():
+    """Issue 31's route test: each run is a hunt run held at its peak rate after warm-up for
+    twice the hunt's steps, on the seed of its cosine counterpart."""
+    constant = plan("constant_rate")
+    hunt = plan("collapse_hunt")
+    assert set(constant) >= {"question", "runs", "measures", "decision_rule", "power", "window"}
+    assert set(constant["decision_rule"]) == {"supported", "refuted", "otherwise", "collapse"}
+    for name, run in constant["runs"].items():
+        counterpart = hunt_recipe(run["from"])
+        recipe = {**counterpart, **run["changes"]}
+        config = PretrainConfig(**recipe)  # the training code accepts it
+        assert config.min_lr_ratio == 1.0  # no decay after warm-up
+        assert config.steps == 2 * hunt["shared"]["steps"]
+        assert config.seed == counterpart["seed"] and config.lr == counterpart["lr"] == 0.01
+        assert config.warmup == counterpart["warmup"]
+        # committed before its runs: no result of the plan is shipped
+        assert not (ROOT / "data" / "collapse_hunt" / f"{name}.json").exists()
+    seeds = {hunt_recipe(run["from"])["seed"] for run in constant["runs"].values()}
+    assert len(seeds) == 2  # the seed pair
+    assert set(constant["measures"]) <= {*COLLAPSE_LAYER_MEASURES, *COLLAPSE_NORM_MEASURES}
+    assert "metric_norm_scale" in constant["measures"]
+
+
+def test_every_plan_is_json_with_an_about():
+    for path in sorted((ROOT / "data" / "plans").glob("*.json")):
+        assert "about" in json.loads(path.read_text(encoding="utf-8")), path.name
