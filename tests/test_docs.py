@@ -26,19 +26,21 @@ def test_api_reference_builds_cleanly(tmp_path):
     }
     extensions = [e for e in config["extra_extensions"] if e.startswith("sphinx.ext.")]
     pages = [ROOT / "book" / "api.md", *sorted((ROOT / "book" / "api").glob("*.md"))]
-    modules = [
-        m for page in pages for m in re.findall(r"\.\. automodule:: (\S+)", page.read_text())
+    # the pages' reST blocks as written: a package documented without :members: (its names live
+    # on its modules' entries) must not lend its names to references, as it does not in the book
+    blocks = [
+        block
+        for page in pages
+        for block in re.findall(r"```\{eval-rst\}\n(.*?)\n```", page.read_text(), re.S)
     ]
-    assert len(modules) >= 10
+    assert sum(".. automodule::" in block for block in blocks) >= 10
     conf = [f"extensions = {extensions!r}", "nitpicky = True"]
     conf += [
         f"{k} = {[tuple(x) for x in v]!r}" if k == "nitpick_ignore_regex" else f"{k} = {v!r}"
         for k, v in options.items()
     ]
     (tmp_path / "conf.py").write_text("\n".join(conf) + "\n")
-    (tmp_path / "index.rst").write_text(
-        "API\n===\n\n" + "\n".join(f".. automodule:: {m}\n   :members:\n" for m in modules)
-    )
+    (tmp_path / "index.rst").write_text("API\n===\n\n" + "\n\n".join(blocks) + "\n")
     out = subprocess.run(
         [
             sys.executable,

@@ -4,14 +4,15 @@ Each row is a model; each column one of the course's measures of inference colla
 the same held-out code for every model (each model with its own tokenizer):
 
 * ``order_rms``: the course's order parameter of G_LM, the RMS-relative form
-  (:func:`kvattn.diagnostics.order_parameter` with ``"rms"``), of every snippet against the first,
-  averaged over the snippets, in the least collapsed layer (collapse needs every layer);
+  (:func:`~kvattn.diagnostics.measures.order_parameter` with ``"rms"``), of every snippet
+  against the first, averaged over the snippets, in the least collapsed layer (collapse needs
+  every layer);
 * ``delta_loss`` and its 95 % interval over donors: the frozen-G Δ loss
-  (:func:`kvattn.diagnostics.g_substitution`), nats/token;
+  (:func:`~kvattn.diagnostics.collapse.g_substitution`), nats/token;
 * ``sigma_ratio``: σ2/σ1 of the metric learner's output A, the median over snippets and heads,
   in the least collapsed layer (0 for a rank-1 A);
 * ``gamma``: mean ``|γ|`` of each layer's last metric-learner LayerNorm
-  (:func:`kvattn.diagnostics.metric_norm`; 0 is chapter 9's model flattened by hand);
+  (:func:`~kvattn.diagnostics.measures.metric_norm`; 0 is chapter 9's model flattened by hand);
 * ``kvg_same``: on how many prompts greedy decoding with the KV + G cache gives exactly the
   tokens of decoding without a cache.
 
@@ -220,9 +221,9 @@ def format_findings(rows: Sequence[Finding]) -> str:
 def end_value(probes: dict) -> float:
     """A trajectory's **end value**: the median, over the last quarter of its probes, of the
     RMS order parameter of G_LM in the least collapsed layer (``probes["G_order_rms"]``, one
-    list of per-layer values per probe, as :func:`kvattn.diagnostics.load_probes` returns it).
-    A median of several readings, since one reading can swing several-fold from the next
-    (:func:`largest_swing`).
+    list of per-layer values per probe, as :func:`~kvattn.diagnostics.collapse.load_probes`
+    returns it). A median of several readings, since one reading can swing several-fold from the
+    next (:func:`largest_swing`).
 
     Raises
     ------
@@ -290,8 +291,8 @@ class FrozenGByPosition:
 def frozen_g_by_position(
     model: PLDRLLM, ids: torch.Tensor, donors: list[torch.Tensor], early: int = 16
 ) -> FrozenGByPosition:
-    """Where the frozen-G Δ loss of :func:`kvattn.diagnostics.g_substitution` comes from: the
-    next-token loss of the constant-G model built from each donor's G_LM
+    """Where the frozen-G Δ loss of :func:`~kvattn.diagnostics.collapse.g_substitution` comes
+    from: the next-token loss of the constant-G model built from each donor's G_LM
     (:func:`kvattn.ablations.constant_g_from`) minus the model's own in generation mode
     (:func:`kvattn.ablations.generation_mode_logits`, each position seeing its prefix), token by
     token on ``ids`` (int64 ``[B, S + 1]``, no pad targets), averaged over the donors (each
