@@ -987,3 +987,16 @@ def test_heatmap_panels_on_their_own_scales_get_colour_bars_and_positive_ones_th
     assert pos.colorbar.x < mixed.colorbar.x  # each beside its own panel
     shared = plots.heatmap_grid({"a": [[1.0]], "b": [[2.0]]}, x=[0], y=[0], **LINE)
     assert [t.showscale for t in shared.data] == [True, False]
+
+
+def test_symmetry_explorer_embeds_two_significant_digits_of_each_frame():
+    """Chapter 4's two symmetry explorers (50 and 36 frames of a 61 × 61 map) at three decimals
+    kept its full-mode page at the 800 KiB limit."""
+    from kvattn import symmetry
+    from kvattn.plots.style import _round, round_significant
+
+    profile = symmetry.symmetry_profile("silu")
+    fig = explorers.symmetry.figure([profile], profile)
+    z = [list(row) for row in fig.frames[0].data[0].z]
+    assert z == round_significant(profile.violation, 2)
+    assert z != _round(profile.violation, 3)  # coarser than before, as fine as the colours

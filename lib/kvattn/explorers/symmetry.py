@@ -26,7 +26,7 @@ from ..plots.checks import (
     _require_length,
     _require_number,
 )
-from ..plots.style import COLORS, LAYOUT, _round, _short, log_axis, slider
+from ..plots.style import COLORS, LAYOUT, _round, _short, log_axis, round_significant, slider
 from ..symmetry import SymmetryProfile, input_contour, symmetry_profile
 from ._live import _live
 
@@ -114,7 +114,9 @@ def figure(
         ex, ey = contours(p)
         return [
             go.Heatmap(
-                z=_round(p.violation, 3),
+                # two significant digits of the frame's largest entry: as fine as the colour
+                # scale, and chapter 4's two explorers of 50 and 36 frames stay under the page limit
+                z=round_significant(p.violation, 2),
                 x=_round(p.grid, 3),
                 y=_round(p.grid, 3),
                 colorscale="RdBu_r",
