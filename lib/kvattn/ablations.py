@@ -225,6 +225,7 @@ def scramble_keys(model: DecoderLM, generator: torch.Generator) -> DecoderLM:
         for attn, rows in _head_rows(new):
             W = attn.wk.weight[rows]
             R = torch.randn(W.shape, generator=generator, dtype=torch.float64)
-            R = R * (W.detach().double().norm().cpu() / R.norm())
+            # the norm in float64 on the CPU: MPS has no float64
+            R = R * (W.detach().cpu().double().norm() / R.norm())
             attn.wk.weight[rows] = R.to(W)
     return new
