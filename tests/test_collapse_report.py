@@ -118,7 +118,7 @@ def test_the_table_fits_the_text_column_and_marks_published_figures():
     assert "± 1.1e-02" in lines[2] and lines[2].endswith("1/4")
     assert lines[3].startswith("published 110M*") and lines[3].count("not reported") == 2
     assert lines[3].split()[2] == "0" and lines[3].endswith("4/4")
-    assert lines[-1] == "* the figures reported by gokden2026mathfoundations"
+    assert lines[-1] == "* the figures reported by the authors' audit (PLDR-LLM Math Foundations)"
 
 
 def test_the_table_refuses_what_it_cannot_print():
@@ -166,7 +166,7 @@ def test_the_named_runs_are_the_lowest_end_values_of_the_shipped_records():
     assert cr.lowest_end(hunt) == cr.HUNT_NEAREST
     sweep = {n: load_probes(trajectory(n)) for n in SWEEP}
     assert cr.lowest_end(sweep) == cr.SWEEP_BEST
-    # the nearest run's end value is orders of magnitude below the sweep's best
+    # the nearest run's end value is orders of magnitude below the sweep's lowest-order run's
     assert cr.end_value(hunt[cr.HUNT_NEAREST]) < 1e-2 * cr.end_value(sweep[cr.SWEEP_BEST])
 
 

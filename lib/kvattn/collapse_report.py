@@ -44,7 +44,7 @@ from .stats import t_interval
 MAX_WIDTH = 80
 #: The collapse hunt's **nearest** run: the lowest :func:`end_value` of the hunt (chapter 11).
 HUNT_NEAREST = "lr1e-2_wu500_seed2"
-#: The sweep's best run, the lowest :func:`end_value` of the sweep's trajectories.
+#: The sweep's lowest-order run, the lowest :func:`end_value` of the sweep's trajectories.
 SWEEP_BEST = "sweep_lr3e-3_wu500"
 #: Characters of held-out text per snippet.
 SNIPPET_CHARS = 300
@@ -57,7 +57,7 @@ class Finding:
     """One row of the table (see the module's docstring for each measure). ``None``: not
     measured (for a published model: not reported). ``delta_interval``: the 95 % Student-t
     interval of the mean Δ loss over the donors; ``kvg_same``: (prompts decoded alike,
-    prompts tried); ``source``: "measured" or the bib key of the work the figures come from."""
+    prompts tried); ``source``: "measured" or the work the figures come from, in words."""
 
     label: str
     order_rms: float | None
@@ -75,7 +75,14 @@ class Finding:
 #: of four prompts with no greedy token changed. No frozen-G Δ loss and no LayerNorm scale are
 #: reported.
 PUBLISHED_110M = Finding(
-    "published 110M", 0.0, None, None, 8.7e-17, None, (4, 4), "gokden2026mathfoundations"
+    "published 110M",
+    0.0,
+    None,
+    None,
+    8.7e-17,
+    None,
+    (4, 4),
+    "the authors' audit (PLDR-LLM Math Foundations)",
 )
 
 
