@@ -9,13 +9,14 @@ window.addEventListener("load", function () {
   });
 });
 
-// On a phone (a figure under 700 px wide), a figure of several panels keeps 560 px and scrolls
+// On a phone (a figure under 500 px wide), a figure of several panels keeps 560 px and scrolls
 // sideways in its output box (course.css): shrunk to the column its panels were a few pixels
 // wide. A one-panel figure fits the column. A legend at a figure's side took half its width and
 // was cut off at the edge: it goes below the plot, in rows (plotly wraps a horizontal legend).
 function fitNarrowScreen(div) {
   var layout = div._fullLayout;
-  if (div.offsetWidth >= 700 || !layout) return;
+  // a book page's column is 688 px at 1280 px: desktop figures keep their own layout
+  if (div.offsetWidth >= 500 || !layout) return;
   if (layout.xaxis2) {
     div.style.minWidth = "560px";
     window.Plotly.Plots.resize(div);
