@@ -142,9 +142,15 @@ MATHJAX_JS = """async (limit) => {
 # Code outputs wider than the text column at 1280 px: each text output is measured unwrapped
 # (course.css wraps them, which would hide a line that is too wide), and any other output block
 # (an HTML table, a widget) by how far its content overflows its box. Folded parts (details) are
-# opened first, so a solution's output counts too.
-WIDE_OUTPUTS_JS = """() => {
+# opened first, so a solution's output counts too. Plotly figures are resized to their boxes
+# first, as course.js does on load: on a busy machine a figure measured before its resize had
+# settled overflowed by a few pixels that no reader sees.
+WIDE_OUTPUTS_JS = """async () => {
   document.querySelectorAll("details").forEach(d => { d.open = true; });
+  if (window.Plotly) {
+    await Promise.all(Array.from(document.querySelectorAll(".js-plotly-plot"))
+      .map(gd => window.Plotly.Plots.resize(gd)));
+  }
   const wide = [];
   for (const el of document.querySelectorAll(".cell_output pre, .cell_output .output")) {
     if (!el.checkVisibility()) continue;

@@ -80,7 +80,7 @@ def _line(label: str, r: Ratio, note: str = "") -> str:
     # the brackets hold the middle half of the per-round ratios (their quartiles)
     lines = [f"{label:{_LABEL}s} {value}  {quart}, {r.rounds} rounds"]
     if note:
-        lines.append(f"{'':{_LABEL}s} {note}")
+        lines.append(_wrap(f"{'':{_LABEL}s} {note}", " " * (_LABEL + 1)))
     if r.flag:
         lines.append(_wrap(f"{'':{_LABEL}s} ⚠ {r.flag}", " " * (_LABEL + 3)))
     return "\n".join(lines)
