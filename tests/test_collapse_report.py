@@ -14,20 +14,10 @@ from kvattn.checkpoint import load_pretrained
 from kvattn.data import blocks, collapse_hunt, load_text, load_tokenizer, shipped, trajectory
 from kvattn.diagnostics import load_probes
 from kvattn.pldr import PLDRLLM
+from kvattn.reproduce.files import HUNT_PLAN, plan
 from kvattn.stats import t_interval
 
-HUNT = [
-    "base",
-    "base_seed2",
-    "lr1e-2_wu500",
-    "lr1e-2_wu500_seed2",
-    "lr1e-2_wu50",
-    "lr3e-2_wu2000",
-    "wd1",
-    "batch64",
-    "corpus1.5M",
-    "metric_depth8",
-]
+HUNT = list(plan(HUNT_PLAN)["runs"])  # every run of the collapse hunt, as planned
 SWEEP = [f"sweep_lr{lr}_wu{wu}" for lr in ("3e-4", "1e-3", "3e-3") for wu in (50, 500)]
 
 

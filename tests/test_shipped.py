@@ -523,6 +523,7 @@ def test_chapter11_prose_on_the_sweep_and_the_hunt_holds_on_the_shipped_records(
     from kvattn import collapse_report as cr
     from kvattn.data import collapse_hunt, trajectory
     from kvattn.diagnostics import COLLAPSE_CRITERIA, collapse_reading, load_probes, probe_reading
+    from kvattn.reproduce.files import HUNT_PLAN, plan
 
     def worst(values):  # the least collapsed layer at each probe
         return [max(v for v in layers if v is not None) for layers in values]
@@ -546,18 +547,7 @@ def test_chapter11_prose_on_the_sweep_and_the_hunt_holds_on_the_shipped_records(
     assert all(rms[n][-1] < rms[n][0] for n in fastest)  # the larger rate lowered it
     assert max(ends[n] for n in fastest) < min(ends[n] for n in sweep if n not in fastest)
 
-    names = [
-        "base",
-        "base_seed2",
-        "lr1e-2_wu500",
-        "lr1e-2_wu500_seed2",
-        "lr1e-2_wu50",
-        "lr3e-2_wu2000",
-        "wd1",
-        "batch64",
-        "corpus1.5M",
-        "metric_depth8",
-    ]
+    names = list(plan(HUNT_PLAN)["runs"])  # every run of the collapse hunt
     hunt = {n: json.loads(collapse_hunt(n).read_text()) for n in names}
     strict = COLLAPSE_CRITERIA["strict"].below
     for n, r in hunt.items():
