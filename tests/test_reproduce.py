@@ -21,6 +21,7 @@ from kvattn.data import CORPORA, corpus_snapshot, interpreter_text, load_text
 from kvattn.reproduce import checkpoints as repro_checkpoints
 from kvattn.reproduce import files as repro_files
 from kvattn.reproduce import hunt as repro_hunt
+from kvattn.reproduce.files import ReproduceError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -161,6 +162,40 @@ def test_a_hunt_pilot_scales_every_run():
     assert reproduce.hunt_recipe("base", runs=Path("/r"))["out_dir"] == "/r/collapse_hunt/base"
     assert [p.name for p in (DATA / "collapse_hunt").glob("*/")] == (
         reproduce.plan("collapse_hunt")["shipped"]
+    )
+
+
+def test_a_constant_rate_run_is_its_hunt_run_held_at_its_peak_rate():
+    """Issue 31's route test (data/plans/constant_rate.json): the hunt run it names, with no
+    decay after warm-up and twice the steps; a pilot scales it like the hunt's runs."""
+    run = reproduce.hunt_recipe("lr1e-2_wu500_constant", study="constant_rate")
+    counterpart = reproduce.hunt_recipe("lr1e-2_wu500")
+    changed = {k for k in run if run[k] != counterpart[k]}
+    assert changed == {"steps", "min_lr_ratio", "out_dir"}
+    assert (run["steps"], run["min_lr_ratio"], run["warmup"]) == (12000, 1.0, 500)
+    assert run["out_dir"] == "runs/constant_rate/lr1e-2_wu500_constant"
+    pilot = reproduce.hunt_recipe("lr1e-2_wu500_constant", steps=600, study="constant_rate")
+    assert (pilot["steps"], pilot["warmup"], pilot["probe_every"]) == (1200, 50, 25)
+    seed2 = reproduce.hunt_recipe("lr1e-2_wu500_seed2_constant", study="constant_rate")
+    assert seed2["seed"] == reproduce.hunt_recipe("lr1e-2_wu500_seed2")["seed"] != run["seed"]
+    with pytest.raises(ReproduceError, match="the plan constant_rate has no run 'base'"):
+        reproduce.hunt_recipe("base", study="constant_rate")
+    with pytest.raises(ReproduceError, match="no hunt plan 'experiments'"):
+        reproduce.hunt_recipe("base", study="experiments")
+
+
+def test_a_constant_rate_run_records_its_plan_and_its_command(tmp_path, monkeypatch):
+    jobs = []
+    monkeypatch.setattr(repro_hunt, "hunt_run", lambda *job: jobs.append(job) or tmp_path)
+    argv = ["hunt", "--plan", "constant_rate", "--out", str(tmp_path / "o")]
+    assert reproduce.main([*argv, "--runs", str(tmp_path / "r"), "--steps", "60"]) == 0
+    assert [job[0] for job in jobs] == list(reproduce.plan("constant_rate")["runs"])
+    name, cfg, *_, command, study = jobs[0]
+    assert study == "constant_rate" and cfg.steps == 120 and cfg.min_lr_ratio == 1.0
+    assert command == f"kvattn-reproduce hunt {name} --steps 60 --plan constant_rate"
+    assert (
+        repro_hunt.plan_sha256("constant_rate")
+        == hashlib.sha256((DATA / "plans" / "constant_rate.json").read_bytes()).hexdigest()
     )
 
 

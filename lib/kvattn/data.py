@@ -751,6 +751,20 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     return _shipped_file("collapse-hunt run", name, "collapse_hunt/{}.json")
 
 
+def constant_rate(name: str) -> Path:
+    """The JSON record ``data/constant_rate/<name>.json`` of one run of the plan
+    ``data/plans/constant_rate.json`` (a collapse-hunt run held at its peak rate after warm-up;
+    written by ``kvattn-reproduce hunt --plan constant_rate``), in the layout of
+    :func:`collapse_hunt`'s records; found like :func:`shipped`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        As :func:`shipped` (the message lists the shipped runs).
+    """
+    return _shipped_file("constant-rate run", name, "constant_rate/{}.json")
+
+
 def trajectory(name: str) -> Path:
     """The JSON file ``data/trajectories/<name>.json``: the collapse measures recorded while the
     shipped checkpoint ``name`` trained again from its recipe with probes (written by

@@ -27,8 +27,10 @@ from .contrast import (
 from .corpora import check_corpora_folder, make_corpora, python_licence
 from .files import (
     CHECKPOINT,
+    CONSTANT_RATE_PLAN,
     EXPERIMENT_PLANS,
     HUNT_PLAN,
+    HUNT_STUDIES,
     PROG,
     ReproduceError,
     check_apart,
@@ -49,6 +51,7 @@ DESCRIPTION = """Remake the files the course ships in data/, from a clone or a p
   kvattn-reproduce contrast --steps 200 --test-seeds 3 --name pilot   a design of your own
   kvattn-reproduce hunt base --workers 2       runs of chapter 11's collapse hunt
   kvattn-reproduce hunt --ship NAME            ship a finished hunt run's model
+  kvattn-reproduce hunt --plan constant_rate   the hunt's runs held at their peak rate
   kvattn-reproduce corpora                     the text snapshots, from this Python
 
 Files go under --out (default reproduced/) in data/'s layout; training runs under --runs
@@ -114,7 +117,13 @@ def parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--name", default="contrast", help="the output is OUT/experiments/NAME.json")
     h = sub.add_parser("hunt", parents=[common, training, workers], help="the collapse hunt")
-    h.add_argument("names", nargs="*", help="runs of data/plans/collapse_hunt.json (default: all)")
+    h.add_argument("names", nargs="*", help="runs of the plan (default: all)")
+    h.add_argument(
+        "--plan",
+        choices=HUNT_STUDIES,
+        default=HUNT_PLAN,
+        help="data/plans/PLAN.json; its records go to OUT/PLAN/ (default: collapse_hunt)",
+    )
     h.add_argument("--steps", type=int_argument(1), help="a pilot: the base length, scaled")
     h.add_argument("--threads", type=int_argument(1), default=1, help="torch threads per run")
     h.add_argument(
@@ -139,6 +148,11 @@ def listing() -> str:
     lines += [f"data/collapse_hunt/{n}.json: {PROG} hunt {n}" for n in plan(HUNT_PLAN)["runs"]]
     lines += [
         f"data/collapse_hunt/{n}/: {PROG} hunt --ship {n}" for n in plan(HUNT_PLAN)["shipped"]
+    ]
+    lines += [
+        f"data/{CONSTANT_RATE_PLAN}/{n}.json: {PROG} hunt {n} --plan {CONSTANT_RATE_PLAN}"
+        for n in plan(CONSTANT_RATE_PLAN)["runs"]
+        if _shipped(data.constant_rate, n)
     ]
     lines += [
         f"data/corpora/: {PROG} corpora (on Python {data.corpus_snapshot('pydoc').python})",
@@ -177,6 +191,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: FAILED after {time.perf_counter() - t0:.0f} s: {err!r}", flush=True)
             failed.append(name)
     return _status(failed, len(work))
+
+
+def _shipped(find: Callable[[str], Path], name: str) -> bool:
+    """Whether ``find(name)`` (a :mod:`kvattn.data` lookup) finds a shipped file."""
+    try:
+        find(name)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _status(failed: list[str], total: int) -> int:
@@ -266,33 +289,41 @@ def _plan_contrasts(
 
 def _plan_ship(args: argparse.Namespace) -> list[tuple[str, Callable[[], object]]]:
     """``hunt --ship NAME...``: copy finished hunt runs' final models into the shipped layout."""
-    out, runs = args.out, args.runs
-    names = _names(args.names, list(plan(HUNT_PLAN)["runs"]), "hunt run")
+    out, runs, study = args.out, args.runs, args.plan
+    names = _names(args.names, list(plan(study)["runs"]), _what(study))
     if not args.names:
         raise ReproduceError("--ship needs the names of the runs to ship")
-    missing = [n for n in names if not (runs / "collapse_hunt" / n / CHECKPOINT).is_dir()]
+    missing = [n for n in names if not (runs / study / n / CHECKPOINT).is_dir()]
     if missing:
-        raise ReproduceError(f"no finished run to ship for {missing} in {runs / 'collapse_hunt'}")
+        raise ReproduceError(f"no finished run to ship for {missing} in {runs / study}")
     for n in names:
-        steps = hunt_config(n, None, runs, "cpu", overwrite=False).steps
-        check_finished_run(runs / "collapse_hunt" / n / CHECKPOINT, steps)
-    targets = [out / "collapse_hunt" / n for n in names]
+        steps = hunt_config(n, None, runs, "cpu", overwrite=False, study=study).steps
+        check_finished_run(runs / study / n / CHECKPOINT, steps)
+    targets = [out / study / n for n in names]
     check_outputs([], targets, args.overwrite)
-    check_apart(targets, [runs / "collapse_hunt" / n for n in names])
-    return [(n, lambda n=n: ship_hunt(n, out, runs)) for n in names]
+    check_apart(targets, [runs / study / n for n in names])
+    return [(n, lambda n=n: ship_hunt(n, out, runs, study)) for n in names]
+
+
+def _what(study: str) -> str:
+    """What a run of the plan ``study`` is called in a message."""
+    return "hunt run" if study == HUNT_PLAN else f"{study} run"
 
 
 def _plan_hunt(args: argparse.Namespace, command: str) -> list[tuple]:
     """``hunt [NAME...]``: the checked jobs of :func:`kvattn.reproduce.hunt.run_hunts`."""
-    out, runs = args.out, args.runs
-    names = _names(args.names, list(plan(HUNT_PLAN)["runs"]), "hunt run")
-    configs = {n: hunt_config(n, args.steps, runs, args.device, args.overwrite) for n in names}
-    check_outputs([out / "collapse_hunt" / f"{n}.json" for n in names], [], args.overwrite)
+    out, runs, study = args.out, args.runs, args.plan
+    names = _names(args.names, list(plan(study)["runs"]), _what(study))
+    configs = {
+        n: hunt_config(n, args.steps, runs, args.device, args.overwrite, study) for n in names
+    }
+    check_outputs([out / study / f"{n}.json" for n in names], [], args.overwrite)
     run_dirs = [Path(cfg.out_dir) for cfg in configs.values()]
-    check_apart([out / "collapse_hunt" / n for n in names], run_dirs)
+    check_apart([out / study / n for n in names], run_dirs)
     check_runs(run_dirs, args.overwrite, args.resume)
-    pilot = "" if args.steps is None else f" --steps {args.steps}"
+    options = "" if args.steps is None else f" --steps {args.steps}"
+    options += "" if study == HUNT_PLAN else f" --plan {study}"
     return [
-        (n, cfg, out, runs, args.threads, args.resume, f"{PROG} hunt {n}{pilot}")
+        (n, cfg, out, runs, args.threads, args.resume, f"{PROG} hunt {n}{options}", study)
         for n, cfg in configs.items()
     ]

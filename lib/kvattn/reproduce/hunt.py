@@ -1,11 +1,14 @@
 """Chapter 11's collapse hunt (``data/collapse_hunt/``): PLDR-LLMs trained along each knob that
 might push G_LM towards a constant, with the collapse measures recorded as they train. The plan,
 ``data/plans/collapse_hunt.json``, holds the base recipe, the settings every run shares, and each
-run's one change and why it was made."""
+run's one change and why it was made. The plan ``data/plans/constant_rate.json`` (issue 31's test
+of the route the training-dynamics study proposes) runs hunt runs with changes on top; its records
+go to ``data/constant_rate/``."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import multiprocessing
 import platform
@@ -22,46 +25,69 @@ from ..checkpoint import load_pretrained
 from ..diagnostics import probe_reading, row_map_gain
 from ..pldr import PLDRLLM
 from ..pretrain import PretrainConfig, pretrain
-from .files import CHECKPOINT, HUNT_PLAN, PROG, ReproduceError, machine, plan, ship_run
+from .files import (
+    CHECKPOINT,
+    HUNT_PLAN,
+    HUNT_STUDIES,
+    PROG,
+    ReproduceError,
+    machine,
+    plan,
+    ship_run,
+)
 
 #: The recipe fields a pilot (``--steps``) shortens in proportion to the run's length.
 SCALED_BY_STEPS = ("steps", "warmup", "checkpoint_every", "eval_every", "probe_every")
 
 
-def hunt_recipe(name: str, steps: int | None = None, runs: Path = Path("runs")) -> dict:
-    """The full recipe (a :class:`kvattn.pretrain.PretrainConfig` as a dict) of the collapse hunt's
-    run ``name``: the plan's base recipe with its shared settings and the run's own changes. With
-    ``steps`` (a pilot), every run's length, warm-up and intervals shrink in proportion to the
-    plan's base length, so a pilot still reaches its peak rate and is probed along the way. The
-    run's ``out_dir`` is ``runs/collapse_hunt/<name>``.
+def hunt_recipe(
+    name: str, steps: int | None = None, runs: Path = Path("runs"), study: str = HUNT_PLAN
+) -> dict:
+    """The full recipe (a :class:`kvattn.pretrain.PretrainConfig` as a dict) of the run ``name`` of
+    the plan ``study`` (:data:`~kvattn.reproduce.files.HUNT_STUDIES`). A collapse-hunt run is the
+    plan's base recipe with its shared settings and the run's own changes; a constant-rate run is
+    the hunt run it names ``from``, with its own changes on top. With ``steps`` (a pilot), every
+    run's length, warm-up and intervals shrink in proportion to the hunt's base length, so a pilot
+    still reaches its peak rate and is probed along the way. The run's ``out_dir`` is
+    ``runs/<study>/<name>``.
 
     Raises
     ------
     ~kvattn.reproduce.files.ReproduceError
-        ``name`` is not a run of the plan, or ``steps`` is not a positive int.
+        ``study`` is not a hunt plan, ``name`` is not a run of it, or ``steps`` is not a positive
+        int.
     """
-    hunt = plan(HUNT_PLAN)
-    if name not in hunt["runs"]:
-        raise ReproduceError(
-            f"the collapse hunt has no run {name!r}; its runs: {list(hunt['runs'])}"
-        )
+    if study not in HUNT_STUDIES:
+        raise ReproduceError(f"no hunt plan {study!r}; the plans: {list(HUNT_STUDIES)}")
+    runs_of = plan(study)["runs"]
+    if name not in runs_of:
+        raise ReproduceError(f"the plan {study} has no run {name!r}; its runs: {list(runs_of)}")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ReproduceError(f"steps must be a positive int, got {steps!r}")
-    cfg = {**json.loads(data.recipe(hunt["base_recipe"]).read_text()), **hunt["shared"]}
-    for key, value in hunt["runs"][name]["changes"].items():
+    hunt = plan(HUNT_PLAN)
+    if study == HUNT_PLAN:
+        cfg = {**json.loads(data.recipe(hunt["base_recipe"]).read_text()), **hunt["shared"]}
+    else:
+        cfg = hunt_recipe(runs_of[name]["from"], runs=runs)
+    for key, value in runs_of[name]["changes"].items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
     if steps is not None:
         base = hunt["shared"]["steps"]
         for key in SCALED_BY_STEPS:
             cfg[key] = max(0 if key == "warmup" else 1, cfg[key] * steps // base)
-    cfg["out_dir"] = (Path(runs) / "collapse_hunt" / name).as_posix()
+    cfg["out_dir"] = (Path(runs) / study / name).as_posix()
     return cfg
 
 
 def hunt_config(
-    name: str, steps: int | None, runs: Path, device: str, overwrite: bool
+    name: str,
+    steps: int | None,
+    runs: Path,
+    device: str,
+    overwrite: bool,
+    study: str = HUNT_PLAN,
 ) -> PretrainConfig:
-    """The run ``name`` as it trains here (on ``device``), checked.
+    """The run ``name`` of the plan ``study`` as it trains here (on ``device``), checked.
 
     Raises
     ------
@@ -70,22 +96,33 @@ def hunt_config(
     """
     try:
         return dataclasses.replace(
-            PretrainConfig(**hunt_recipe(name, steps, runs)), device=device, overwrite=overwrite
+            PretrainConfig(**hunt_recipe(name, steps, runs, study)),
+            device=device,
+            overwrite=overwrite,
         )
     except ReproduceError:
         raise
     except (TypeError, ValueError) as err:
-        raise ReproduceError(f"the hunt run {name} is refused: {err}") from None
+        raise ReproduceError(f"the {study} run {name} is refused: {err}") from None
 
 
 def hunt_run(
-    name: str, cfg: PretrainConfig, out: Path, runs: Path, threads: int, resume: bool, command: str
+    name: str,
+    cfg: PretrainConfig,
+    out: Path,
+    runs: Path,
+    threads: int,
+    resume: bool,
+    command: str,
+    study: str = HUNT_PLAN,
 ) -> Path:
-    """Train the hunt's run ``name`` (``cfg``: :func:`hunt_config`) and write its record to
-    ``out/collapse_hunt/<name>.json``, with the row-map gains of its final model and of a fresh
-    initialisation; a run that meets the collapse criterion also ships its checkpoint."""
+    """Train the run ``name`` of the plan ``study`` (``cfg``: :func:`hunt_config`) and write its
+    record to ``out/<study>/<name>.json``, with the row-map gains of its final model and of a
+    fresh initialisation and the SHA-256 of the plan it ran from; a run that meets the collapse
+    criterion also ships its checkpoint."""
     torch.set_num_threads(threads)
     hunt = plan(HUNT_PLAN)
+    entry = plan(study)["runs"][name]
     start = time.perf_counter()
     result = pretrain(cfg, resume=resume, progress=False)
     wall = time.perf_counter() - start
@@ -96,9 +133,10 @@ def hunt_run(
     ]
     record = {
         "name": name,
-        "why": hunt["runs"][name]["why"],
+        "why": entry.get("why") or plan(study)["question"],
         "recipe": cfg.to_dict(),
         "command": command,
+        "plan": {"file": f"data/plans/{study}.json", "sha256": plan_sha256(study)},
         "collapse_below": below,
         "collapsed_at_step": hit[0] if hit else None,
         "val_loss": result.history.evals,
@@ -112,10 +150,16 @@ def hunt_run(
         **probes,
         "row_map_gain": _row_map_gains(cfg, probes["probe_blocks"], hunt),
     }
-    target = write_json(out / "collapse_hunt" / f"{name}.json", record)
+    target = write_json(out / study / f"{name}.json", record)
     if hit:
-        ship_hunt(name, out, runs)
+        ship_hunt(name, out, runs, study)
     return target
+
+
+def plan_sha256(study: str) -> str:
+    """The SHA-256 of the plan file ``data/plans/<study>.json`` as it is now: a record carries
+    it, so a test can tell that a plan was not changed after its runs."""
+    return hashlib.sha256(data.plan(study).read_bytes()).hexdigest()
 
 
 def _row_map_gains(cfg: PretrainConfig, n_blocks: int, hunt: dict) -> dict:
@@ -137,17 +181,17 @@ def _row_map_gains(cfg: PretrainConfig, n_blocks: int, hunt: dict) -> dict:
     }
 
 
-def ship_hunt(name: str, out: Path, runs: Path) -> Path:
-    """Ship the final model of the hunt's run ``name`` (from ``runs/collapse_hunt/<name>``) to
-    ``out/collapse_hunt/<name>/``, in the layout of the shipped checkpoints."""
+def ship_hunt(name: str, out: Path, runs: Path, study: str = HUNT_PLAN) -> Path:
+    """Ship the final model of the run ``name`` of the plan ``study`` (from
+    ``runs/<study>/<name>``) to ``out/<study>/<name>/``, in the layout of the shipped
+    checkpoints."""
+    option = "" if study == HUNT_PLAN else f" --plan {study}"
     provenance = {
-        "record": f"data/collapse_hunt/{name}.json",
-        "command": f"{PROG} hunt --ship {name}",
+        "record": f"data/{study}/{name}.json",
+        "command": f"{PROG} hunt --ship {name}{option}",
         **machine(),
     }
-    return ship_run(
-        runs / "collapse_hunt" / name / CHECKPOINT, out / "collapse_hunt" / name, provenance
-    )
+    return ship_run(runs / study / name / CHECKPOINT, out / study / name, provenance)
 
 
 def _job(job: tuple) -> tuple[str, bool, str]:
