@@ -208,6 +208,11 @@ def test_bibliography_labels_match_the_author_year_citations():
     assert "Breslow 2026" in labels and "Pearce et al. 2025" in labels, labels[:5]
     assert {"Gokden 2026a", "Gokden 2026b"} <= set(labels)
     assert all(re.fullmatch(r"\S.* (\d{4}[a-z]?|n\.d\.)", label) for label in labels), labels
+    # the text cites each of the four 2026 works by its label's year, never a bare "2026"
+    pages = {p.name: p.read_text(encoding="utf-8") for p in HTML.rglob("*.html")}
+    bare = [name for name, page in pages.items() if re.search(r"Gokden, 2026(?![a-z])", page)]
+    assert not bare, bare
+    assert any("Gokden, 2026a" in page for page in pages.values())
 
 
 def test_github_pages_keeps_the_underscore_folders():

@@ -9,6 +9,8 @@ import functools
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,6 +220,48 @@ def test_test_role_rejects_dead_links():
         build_info.test_line(ROOT, "tests/test_gone.py::test_x")
     with pytest.raises(ValueError, match=r"expected 'tests/<file>\.py::test_<name>'"):
         build_info.test_line(ROOT, "lib/kvattn/mlp.py")
+
+
+def test_citations_in_the_text_carry_the_labels_year_suffix(tmp_path):
+    """Four works by one author in 2026 were all cited as "(Gokden, 2026)" in the text while the
+    bibliography labelled them 2026a-d: the text now cites each with its label's year."""
+    (tmp_path / "refs.bib").write_text(
+        "@misc{a, author = {Gokden, Burc}, title = {One}, year = {2026}}\n"
+        "@misc{b, author = {Gokden, Burc}, title = {Two}, year = {2026}}\n"
+        "@misc{c, author = {Holm, Sture}, title = {Three}, year = {1979}}\n"
+    )
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+        "import build_info  # registers the styles\n"
+        "extensions = ['sphinxcontrib.bibtex']\n"
+        "bibtex_bibfiles = ['refs.bib']\n"
+        "bibtex_reference_style = 'author_year_suffixed'\n"
+        "bibtex_default_style = 'author_year_labels'\n"
+    )
+    (tmp_path / "index.rst").write_text(
+        "Title\n=====\n\n:cite:p:`a` :cite:p:`b,c` :cite:t:`b` :cite:year:`a`\n\n"
+        ".. bibliography::\n"
+    )
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-q",
+            "-W",
+            "-b",
+            "text",
+            str(tmp_path),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr
+    text = (tmp_path / "out" / "index.txt").read_text(encoding="utf-8")
+    assert "[Gokden, 2026a] [Gokden, 2026b, Holm, 1979] Gokden [2026b] 2026a" in text, text
+    assert "[Gokden 2026a]" in text and "[Gokden 2026b]" in text and "[Holm 1979]" in text
 
 
 def test_bibliography_labels_are_author_year():

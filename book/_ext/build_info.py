@@ -12,20 +12,35 @@
 * The pybtex style ``author_year_labels`` (selected by ``bibtex_default_style`` in
   ``_config.yml``) labels the bibliography "Breslow 2026", "Pearce et al. 2025", matching the
   author–year citations in the text (pybtex's default labels are alpha-style, "[Bre26]").
+* The referencing style ``author_year_suffixed`` (``bibtex_reference_style``) cites in the text
+  as sphinxcontrib-bibtex's ``author_year`` does, but takes the year from the bibliography's label,
+  so that one author's four works of 2026 read "Gokden, 2026a" … "Gokden, 2026d" in the text as
+  in the bibliography (``author_year`` would print "Gokden, 2026" for all four).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from docutils import nodes
 from pybtex.plugin import register_plugin
+from pybtex.richtext import Text
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
+from pybtex.style.template import join, node
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util.docutils import SphinxRole
+from sphinxcontrib.bibtex import plugin as bibtex_plugin
+from sphinxcontrib.bibtex.style.referencing.author_year import AuthorYearReferenceStyle
+from sphinxcontrib.bibtex.style.referencing.basic_author_year import (
+    BasicAuthorYearParentheticalReferenceStyle,
+    BasicAuthorYearTextualReferenceStyle,
+)
+from sphinxcontrib.bibtex.style.referencing.extra_year import ExtraYearReferenceStyle
+from sphinxcontrib.bibtex.style.template import join2, post_text, pre_text, reference
 
 
 def _add_substitutions(app: Sphinx, config: Config) -> None:
@@ -142,8 +157,75 @@ class AuthorYearStyle(UnsrtStyle):
     default_label_style = "author_year_labels"
 
 
+@node
+def label_year(children, data) -> Text:
+    """The year as the bibliography's label writes it, with its a, b, … ("2026a"): the label's
+    last word (:class:`AuthorYearLabels` ends every label with it)."""
+    assert not children
+    return Text(data["formatted_entry"].label.rsplit(" ", 1)[-1])
+
+
+@dataclass
+class _Parenthetical(BasicAuthorYearParentheticalReferenceStyle):
+    """``{cite:p}``: "(Gokden, 2026a)"."""
+
+    def inner(self, role_name: str):
+        who = self.person.author_or_editor_or_title(full="s" in role_name)
+        return join2(sep1=self.pre_text_sep, sep2=self.post_text_sep)[
+            pre_text, reference[join(sep=self.author_year_sep)[who, label_year]], post_text
+        ]
+
+
+@dataclass
+class _Textual(BasicAuthorYearTextualReferenceStyle):
+    """``{cite:t}``: "Gokden (2026a)"."""
+
+    def inner(self, role_name: str):
+        who = self.person.author_or_editor_or_title(full="s" in role_name)
+        cited = join2(sep1=self.pre_text_sep, sep2=self.post_text_sep)[
+            pre_text, reference[label_year], post_text
+        ]
+        return join(sep=self.text_reference_sep)[
+            who, join[self.bracket.left, cited, self.bracket.right]
+        ]
+
+
+@dataclass
+class _Year(ExtraYearReferenceStyle):
+    """``{cite:year}``: "2026a"."""
+
+    def inner(self, role_name: str):
+        return reference[label_year]
+
+
+@dataclass
+class AuthorYearSuffixedReferenceStyle(AuthorYearReferenceStyle):
+    """sphinxcontrib-bibtex's ``author_year`` citations, with the label's year ("2026a")."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        swap = {
+            BasicAuthorYearParentheticalReferenceStyle: _Parenthetical,
+            BasicAuthorYearTextualReferenceStyle: _Textual,
+            ExtraYearReferenceStyle: _Year,
+        }
+        self.styles = [
+            swap[type(s)](**{f.name: getattr(s, f.name) for f in fields(s) if f.init})
+            if type(s) in swap
+            else s
+            for s in self.styles
+        ]
+        # the role names are the replaced styles' own, so each now points to its replacement
+        self.role_style.update((r, s) for s in self.styles for r in s.role_names())
+
+
 register_plugin("pybtex.style.labels", "author_year_labels", AuthorYearLabels)
 register_plugin("pybtex.style.formatting", "author_year_labels", AuthorYearStyle)
+bibtex_plugin.register_plugin(
+    "sphinxcontrib.bibtex.style.referencing",
+    "author_year_suffixed",
+    AuthorYearSuffixedReferenceStyle,
+)
 
 
 def setup(app: Sphinx) -> dict:

@@ -69,7 +69,7 @@ def row_map_gain(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
     blocks add nothing give gain 1 (LayerNorm of a LayerNormed row is a projection); a randomly
     initialised metric learner gives about 1.2.
 
-    Source: the row-map collapse criterion of the training-dynamics study (Gokden 2026,
+    Source: the row-map collapse criterion of the training-dynamics study (``gokden2026dynamics``,
     repository PLDR-LLM-Training-Dynamics: median top singular value of the row map's Jacobian
     over visited rows, collapsed below 0.1); computed here with ``torch.func`` (one Jacobian per
     row) on CPU float64 copies of the LayerNorm and the units, whatever the model's device.
