@@ -185,3 +185,10 @@ def test_validation_blocks_are_the_blocks_pretraining_evaluates():
     assert got.shape[1] == 17 and (got == 3).any()  # [END] = 3 separates the documents
     with pytest.raises(KeyError, match=r"the recipe lacks \['block_size'\]"):
         validation_blocks({k: v for k, v in recipe.items() if k != "block_size"}, tokens.tokenizer)
+
+
+def test_hunt_study_refuses_a_study_that_is_not_one():
+    with pytest.raises(ValueError, match="study must be one of"):
+        data.hunt_study("collapse_hunt", "base")
+    with pytest.raises(FileNotFoundError, match="no shipped hunt_reruns run"):
+        data.hunt_study("hunt_reruns", "nope")

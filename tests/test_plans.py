@@ -41,3 +41,17 @@ def test_the_constant_rate_plan_names_runs_the_training_code_accepts():
 def test_every_plan_is_json_with_an_about():
     for path in sorted((ROOT / "data" / "plans").glob("*.json")):
         assert "about" in json.loads(path.read_text(encoding="utf-8")), path.name
+
+
+def test_the_rerun_plan_makes_every_hunt_run_again_unchanged():
+    """Issue 31: every collapse-hunt trajectory gets the LayerNorm scale by a rerun of its
+    recipe, the hunt's records staying as the runs made them."""
+    reruns = plan("hunt_reruns")
+    hunt = plan("collapse_hunt")
+    assert list(reruns["runs"]) == list(hunt["runs"])
+    for name, run in reruns["runs"].items():
+        assert run == {"from": name, "changes": {}}
+        recipe = hunt_recipe(name, study="hunt_reruns")
+        assert recipe == {**hunt_recipe(name), "out_dir": f"runs/hunt_reruns/{name}"}
+    assert {"metric_norm_scale", "G_order_rms"} <= set(reruns["measures"])
+    assert set(reruns["measures"]) <= {*COLLAPSE_LAYER_MEASURES, *COLLAPSE_NORM_MEASURES}

@@ -751,18 +751,26 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     return _shipped_file("collapse-hunt run", name, "collapse_hunt/{}.json")
 
 
-def constant_rate(name: str) -> Path:
-    """The JSON record ``data/constant_rate/<name>.json`` of one run of the plan
-    ``data/plans/constant_rate.json`` (a collapse-hunt run held at its peak rate after warm-up;
-    written by ``kvattn-reproduce hunt --plan constant_rate``), in the layout of
-    :func:`collapse_hunt`'s records; found like :func:`shipped`.
+#: The plans whose runs are collapse-hunt runs made with changes (``kvattn-reproduce hunt
+#: --plan``): issue 31's constant-rate test and the reruns that record the LayerNorm scale.
+HUNT_STUDIES = ("constant_rate", "hunt_reruns")
+
+
+def hunt_study(study: str, name: str) -> Path:
+    """The JSON record ``data/<study>/<name>.json`` of the run ``name`` of the plan
+    ``data/plans/<study>.json``, one of :data:`HUNT_STUDIES` (written by
+    ``kvattn-reproduce hunt NAME --plan STUDY``), in the layout of :func:`collapse_hunt`'s
+    records; found like :func:`shipped`.
 
     Raises
     ------
     TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped runs).
+        As :func:`shipped` (the message lists the shipped runs); ``ValueError`` also for a
+        ``study`` not in :data:`HUNT_STUDIES`.
     """
-    return _shipped_file("constant-rate run", name, "constant_rate/{}.json")
+    if study not in HUNT_STUDIES:
+        raise ValueError(f"study must be one of {HUNT_STUDIES}, got {study!r}")
+    return _shipped_file(f"{study} run", name, study + "/{}.json")
 
 
 def trajectory(name: str) -> Path:

@@ -27,7 +27,6 @@ from .contrast import (
 from .corpora import check_corpora_folder, make_corpora, python_licence
 from .files import (
     CHECKPOINT,
-    CONSTANT_RATE_PLAN,
     EXPERIMENT_PLANS,
     HUNT_PLAN,
     HUNT_STUDIES,
@@ -52,6 +51,7 @@ DESCRIPTION = """Remake the files the course ships in data/, from a clone or a p
   kvattn-reproduce hunt base --workers 2       runs of chapter 11's collapse hunt
   kvattn-reproduce hunt --ship NAME            ship a finished hunt run's model
   kvattn-reproduce hunt --plan constant_rate   the hunt's runs held at their peak rate
+  kvattn-reproduce hunt --plan hunt_reruns     the hunt's runs again, with the LayerNorm scale
   kvattn-reproduce corpora                     the text snapshots, from this Python
 
 Files go under --out (default reproduced/) in data/'s layout; training runs under --runs
@@ -150,9 +150,11 @@ def listing() -> str:
         f"data/collapse_hunt/{n}/: {PROG} hunt --ship {n}" for n in plan(HUNT_PLAN)["shipped"]
     ]
     lines += [
-        f"data/{CONSTANT_RATE_PLAN}/{n}.json: {PROG} hunt {n} --plan {CONSTANT_RATE_PLAN}"
-        for n in plan(CONSTANT_RATE_PLAN)["runs"]
-        if _shipped(data.constant_rate, n)
+        f"data/{study}/{n}.json: {PROG} hunt {n} --plan {study}"
+        for study in HUNT_STUDIES
+        if study != HUNT_PLAN
+        for n in plan(study)["runs"]
+        if _shipped(study, n)
     ]
     lines += [
         f"data/corpora/: {PROG} corpora (on Python {data.corpus_snapshot('pydoc').python})",
@@ -193,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     return _status(failed, len(work))
 
 
-def _shipped(find: Callable[[str], Path], name: str) -> bool:
-    """Whether ``find(name)`` (a :mod:`kvattn.data` lookup) finds a shipped file."""
+def _shipped(study: str, name: str) -> bool:
+    """Whether the run ``name`` of the plan ``study`` has a shipped record."""
     try:
-        find(name)
+        data.hunt_study(study, name)
     except FileNotFoundError:
         return False
     return True

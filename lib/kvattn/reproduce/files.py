@@ -24,10 +24,8 @@ PROG = "kvattn-reproduce"
 #: The plans of chapter 5's experiments and chapter 11's collapse hunt, in ``data/plans/``.
 EXPERIMENT_PLANS = "experiments"
 HUNT_PLAN = "collapse_hunt"
-#: Issue 31's test of the hunt's proposed route: hunt runs held at their peak rate after warm-up.
-CONSTANT_RATE_PLAN = "constant_rate"
 #: The plans ``kvattn-reproduce hunt --plan`` runs; a plan's records go to ``data/<plan>/``.
-HUNT_STUDIES = (HUNT_PLAN, CONSTANT_RATE_PLAN)
+HUNT_STUDIES = (HUNT_PLAN, *data.HUNT_STUDIES)
 #: The files of a shipped checkpoint folder that come from the run (provenance.json is written).
 RUN_FILES = ("config.json", "model.safetensors", "tokenizer.model", "trainer_state.json")
 #: A run's checkpoint folder inside its out_dir (kvattn.pretrain.pretrain writes it).
