@@ -104,10 +104,12 @@ def test_the_table_fits_the_text_column_and_marks_published_figures():
     table = cr.format_findings([measured, cr.PUBLISHED_110M])
     lines = table.splitlines()
     assert max(len(line) for line in lines) <= cr.MAX_WIDTH
-    assert lines[2].split()[:3] == ["pldr_tiny", "1.5e-01", "-1.0e-03"]
+    assert lines[2].split()[:4] == ["pldr_tiny", "1.5e-01", "not", "-1.0e-03"]
     assert "± 1.1e-02" in lines[2] and lines[2].endswith("1/4")
     assert lines[3].startswith("published 110M*") and lines[3].count("not reported") == 2
-    assert lines[3].split()[2] == "0" and lines[3].endswith("4/4")
+    assert lines[3].split()[2:4] == ["0", "met"] and lines[3].endswith("4/4")
+    near = cr.Finding("nearest (hunt)", 2e-4, 1e-5, (-1e-5, 3e-5), 0.05, (0.016, 0.002), (6, 6))
+    assert cr.format_findings([near]).splitlines()[2].split()[2:4] == ["2.0e-04", "met"]
     assert lines[-1] == "* the figures reported by the authors' audit (PLDR-LLM Math Foundations)"
 
 

@@ -181,6 +181,18 @@ def _delta(f: Finding) -> str:
     return f"{f.delta_loss:+.1e} ± {half:.1e}"
 
 
+def _study(f: Finding) -> str:
+    """Whether the row meets the training-dynamics study's criterion (RMS order parameter of
+    G_LM below 1e-2 in every layer; ``order_rms`` is the least collapsed layer's)."""
+    if f.order_rms is None:
+        return "—"
+    return (
+        "met"
+        if diagnostics.collapse_reading({"G_order_rms": [f.order_rms]}, "study").verdict
+        else "not"
+    )
+
+
 def _gamma(f: Finding) -> str:
     if f.gamma is None:
         return f"{'not reported':>14s}"
@@ -189,9 +201,11 @@ def _gamma(f: Finding) -> str:
 
 def format_findings(rows: Sequence[Finding]) -> str:
     """The table of ``rows``, one model a line, at most :data:`MAX_WIDTH` characters a line:
-    the RMS order parameter of G_LM, the frozen-G Δ loss ± the half-width of its 95 % interval
-    (nats/token), σ2/σ1 of A, mean ``|γ|`` per layer and the KV + G prompts decoded as without a
-    cache. A row from a publication is marked ``*``; the footnote names its source.
+    the RMS order parameter of G_LM, whether it meets the study's criterion
+    (``COLLAPSE_CRITERIA["study"]``, "met" or "not"), the frozen-G Δ loss ± the half-width of
+    its 95 % interval (nats/token), σ2/σ1 of A, mean ``|γ|`` per layer and the KV + G prompts
+    decoded as without a cache. A row from a publication is marked ``*``; the footnote names its
+    source.
 
     Raises
     ------
@@ -208,16 +222,16 @@ def format_findings(rows: Sequence[Finding]) -> str:
     if long:
         raise ValueError(f"labels longer than 16 characters: {long}")
     lines = [
-        f"{'':16s} {'order':>7s} {'frozen-G Δ loss':>18s} {'σ2/σ1':>7s} {'mean |γ|':>14s} "
-        f"{'KV+G':>5s}",
-        f"{'model':16s} {'(RMS)':>7s} {'nats/token, 95%':>18s} {'of A':>7s} "
+        f"{'':16s} {'order':>7s} {'study':>5s} {'frozen-G Δ loss':>18s} {'σ2/σ1':>7s} "
+        f"{'mean |γ|':>14s} {'KV+G':>5s}",
+        f"{'model':16s} {'(RMS)':>7s} {'crit.':>5s} {'nats/token, 95%':>18s} {'of A':>7s} "
         f"{'layer 0, 1…':>14s} {'=none':>5s}",
     ]
     for r in rows:
         kvg = "—" if r.kvg_same is None else f"{r.kvg_same[0]}/{r.kvg_same[1]}"
         mark = "*" if r.source != "measured" else ""
         lines.append(
-            f"{r.label + mark:16s} {_number(r.order_rms, 7)} {_delta(r)} "
+            f"{r.label + mark:16s} {_number(r.order_rms, 7)} {_study(r):>5s} {_delta(r)} "
             f"{_number(r.sigma_ratio, 7)} {_gamma(r)} {kvg:>5s}"
         )
     for source in dict.fromkeys(r.source for r in rows if r.source != "measured"):
@@ -340,3 +354,158 @@ def frozen_g_by_position(
     return FrozenGByPosition(
         delta.mean(1), float(delta[:, :early].mean()), float(delta[:, early:].mean())
     )
+
+
+#: Probes per window reading of the constant-rate test (``data/plans/constant_rate.json``).
+WINDOW_PROBES = 4
+
+
+def window_reading(probes: dict, measure: str, end_step: int) -> tuple[float, ...]:
+    """A per-layer measure read as the constant-rate plan reads it: for each layer, the median of
+    the last :data:`WINDOW_PROBES` probes taken at or before ``end_step`` (one reading can swing
+    up to tenfold from the next, chapter 11). ``probes``: a trajectory (``step`` and ``measure``,
+    one list of per-layer values per probe, as :func:`~kvattn.diagnostics.collapse.load_probes`
+    returns it); ``None`` entries are left out.
+
+    Raises
+    ------
+    ValueError
+        No ``measure`` in ``probes``, fewer than :data:`WINDOW_PROBES` probes up to ``end_step``,
+        or a layer with no value among them.
+    """
+    if not isinstance(probes, dict) or measure not in probes or "step" not in probes:
+        raise ValueError(f"the probes hold no {measure!r} trajectory")
+    rows = [v for s, v in zip(probes["step"], probes[measure], strict=True) if s <= end_step]
+    rows = [v for v in rows if v is not None][-WINDOW_PROBES:]
+    if len(rows) < WINDOW_PROBES:
+        raise ValueError(
+            f"{measure}: {len(rows)} readings up to step {end_step}, "
+            f"the window needs {WINDOW_PROBES}"
+        )
+    readings = []
+    for layer in range(len(rows[0])):
+        known = [row[layer] for row in rows if row[layer] is not None]
+        if not known:
+            raise ValueError(f"{measure}: layer {layer} has no value up to step {end_step}")
+        readings.append(float(median(known)))
+    return tuple(readings)
+
+
+@dataclass(frozen=True)
+class RouteReading:
+    """One run of the constant-rate test, read by the plan's windows (per layer):
+    ``gamma_early``/``gamma_late``, mean ``|γ|`` of the metric learner's last LayerNorm at the
+    early window (ending where the cosine counterpart ended) and at the run's end;
+    ``ratio_early``/``ratio_late``, σ2/σ1 of A there; ``ratio_cosine``, σ2/σ1 of A of the
+    cosine counterpart at its end; ``order_early``/``order_late``, the RMS order parameter of
+    G_LM; ``strict_step``: the first probe meeting the strict criterion, else ``None``."""
+
+    run: str
+    counterpart: str
+    gamma_early: tuple[float, ...]
+    gamma_late: tuple[float, ...]
+    ratio_early: tuple[float, ...]
+    ratio_late: tuple[float, ...]
+    ratio_cosine: tuple[float, ...]
+    order_early: tuple[float, ...]
+    order_late: tuple[float, ...]
+    strict_step: int | None
+
+    @property
+    def gamma_shrinks(self) -> bool:
+        """The late γ below the early one in every layer."""
+        return all(
+            late < early for early, late in zip(self.gamma_early, self.gamma_late, strict=True)
+        )
+
+    @property
+    def ratio_third(self) -> bool:
+        """The late σ2/σ1 of A at most a third of the cosine counterpart's, in every layer."""
+        return all(
+            late <= cos / 3 for cos, late in zip(self.ratio_cosine, self.ratio_late, strict=True)
+        )
+
+    @property
+    def ratio_below_cosine(self) -> bool:
+        """Some layer's late σ2/σ1 of A below the cosine counterpart's."""
+        return any(late < cos for cos, late in zip(self.ratio_cosine, self.ratio_late, strict=True))
+
+
+def route_reading(run: str, record: dict, counterpart: str, cosine: dict) -> RouteReading:
+    """Read a constant-rate run ``record`` and its cosine ``counterpart``'s record ``cosine``
+    (collapse-hunt records, or any dicts with their probes) by the plan's windows: early at the
+    counterpart's last step, late at the run's last step.
+
+    Raises
+    ------
+    ValueError
+        As :func:`window_reading`, or a run whose last step is not beyond its counterpart's.
+    """
+    early, late = cosine["step"][-1], record["step"][-1]
+    if late <= early:
+        raise ValueError(f"{run} ends at step {late}, not beyond its counterpart's {early}")
+    strict = diagnostics.COLLAPSE_CRITERIA["strict"].below
+    hit = [
+        s
+        for i, s in enumerate(record["step"])
+        if diagnostics.probe_reading(record, i, "strict", strict).verdict
+    ]
+
+    def read(probes: dict, measure: str, step: int) -> tuple[float, ...]:
+        return window_reading(probes, measure, step)
+
+    return RouteReading(
+        run=run,
+        counterpart=counterpart,
+        gamma_early=read(record, "metric_norm_scale", early),
+        gamma_late=read(record, "metric_norm_scale", late),
+        ratio_early=read(record, "A_sigma_ratio", early),
+        ratio_late=read(record, "A_sigma_ratio", late),
+        ratio_cosine=read(cosine, "A_sigma_ratio", early),
+        order_early=read(record, "G_order_rms", early),
+        order_late=read(record, "G_order_rms", late),
+        strict_step=hit[0] if hit else None,
+    )
+
+
+def route_verdict(readings: Sequence[RouteReading]) -> str:
+    """The constant-rate plan's decision rule over its runs: ``"supported"`` when in every run
+    γ shrinks from the early to the late window in every layer and σ2/σ1 of A ends at most a
+    third of the cosine counterpart's in every layer; ``"refuted"`` when in every run γ does not
+    shrink in some layer and no layer's σ2/σ1 of A ends below the counterpart's; else
+    ``"not resolved"``.
+
+    Raises
+    ------
+    ValueError
+        No readings.
+    """
+    if not readings:
+        raise ValueError("no readings")
+    if all(r.gamma_shrinks and r.ratio_third for r in readings):
+        return "supported"
+    if all(not r.gamma_shrinks and not r.ratio_below_cosine for r in readings):
+        return "refuted"
+    return "not resolved"
+
+
+def format_route(readings: Sequence[RouteReading]) -> str:
+    """The readings as a table of at most :data:`MAX_WIDTH` characters a line: per run and
+    layer, mean ``|γ|`` early → late, σ2/σ1 of A of the cosine counterpart at its end and of
+    the run early → late, and the RMS order parameter early → late."""
+    lines = [
+        f"{'run':28s} {'layer':>5s} {'|γ| early→late':>15s} {'σ2/σ1 of A: cos, early→late':>27s}",
+    ]
+
+    def pair(a: float, b: float) -> str:
+        return f"{a:.2g}→{b:.2g}"
+
+    for r in readings:
+        for layer in range(len(r.gamma_early)):
+            name = r.run if layer == 0 else ""
+            lines.append(
+                f"{name:28s} {layer:>5d} {pair(r.gamma_early[layer], r.gamma_late[layer]):>15s} "
+                f"{r.ratio_cosine[layer]:>9.2g}, "
+                f"{pair(r.ratio_early[layer], r.ratio_late[layer]):>15s}"
+            )
+    return "\n".join(lines)
