@@ -180,3 +180,53 @@ def test_frozen_g_by_position_resolves_the_g_substitution(tiny, held_out):
         cr.frozen_g_by_position(model, ids.float(), donors)
     with pytest.raises(ValueError, match="donors"):
         cr.frozen_g_by_position(model, ids, [])
+
+
+def _trajectory(steps, gamma, ratio, order):
+    """A two-layer trajectory whose measures are the given per-step lists (the same value in
+    both layers unless a pair is given)."""
+    pair = lambda v: list(v) if isinstance(v, tuple) else [v, v]  # noqa: E731
+    return {
+        "step": list(steps),
+        "metric_norm_scale": [pair(g) for g in gamma],
+        "A_sigma_ratio": [pair(r) for r in ratio],
+        "G_order_rms": [pair(o) for o in order],
+        "G_order_mean": [pair(o) for o in order],
+    }
+
+
+def test_a_window_reading_is_the_median_of_the_last_four_probes_up_to_its_step():
+    t = _trajectory(range(0, 1000, 100), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0.5], [1] * 10, [1] * 10)
+    assert cr.window_reading(t, "metric_norm_scale", 500) == (5.5, 5.5)  # 7, 6, 5, 4
+    assert cr.window_reading(t, "metric_norm_scale", 900) == (1.5, 1.5)  # 3, 2, 1, 0.5
+    t["metric_norm_scale"][9] = None  # a probe that did not measure it is left out
+    assert cr.window_reading(t, "metric_norm_scale", 900) == (2.5, 2.5)  # 4, 3, 2, 1
+    with pytest.raises(ValueError, match="3 readings up to step 200, the window needs 4"):
+        cr.window_reading(t, "metric_norm_scale", 200)
+    with pytest.raises(ValueError, match="no 'delta_loss' trajectory"):
+        cr.window_reading(t, "delta_loss", 900)
+
+
+def test_the_route_verdict_follows_the_plans_decision_rule():
+    steps = range(0, 1250, 125)  # the counterpart ends at 500, the run at 1125
+    cosine = _trajectory(range(0, 625, 125), [1] * 5, [0.3] * 5, [0.1] * 5)
+    falling = _trajectory(
+        steps, [1, 1, 1, 1, 0.5, 0.4, 0.3, 0.2, 0.1, 0.1], [0.3] * 5 + [0.05] * 5, [0.1] * 10
+    )
+    rising = _trajectory(steps, [1] * 5 + [2] * 5, [0.3] * 10, [0.1] * 10)
+    half = _trajectory(
+        steps, [1, 1, 1, 1, 0.5, 0.4, 0.3, 0.2, 0.1, 0.1], [0.3] * 5 + [0.2] * 5, [0.1] * 10
+    )
+    read = lambda t: cr.route_reading("run", t, "cosine", cosine)  # noqa: E731
+    r = read(falling)
+    assert r.gamma_early == (1.0, 1.0) and r.gamma_late == pytest.approx((0.15, 0.15))
+    assert r.ratio_cosine == (0.3, 0.3) and r.ratio_late == (0.05, 0.05) and r.strict_step is None
+    assert cr.route_verdict([r, r]) == "supported"
+    assert cr.route_verdict([read(rising), read(rising)]) == "refuted"
+    assert cr.route_verdict([r, read(rising)]) == "not resolved"  # the seeds disagree
+    assert cr.route_verdict([read(half), read(half)]) == "not resolved"  # A: less than a third
+    assert max(len(line) for line in cr.format_route([r]).splitlines()) <= cr.MAX_WIDTH
+    with pytest.raises(ValueError, match="not beyond its counterpart's"):
+        cr.route_reading("run", cosine, "cosine", cosine)
+    with pytest.raises(ValueError, match="no readings"):
+        cr.route_verdict([])
