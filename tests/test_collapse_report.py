@@ -3,6 +3,7 @@ it names on the shipped records."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -230,3 +231,20 @@ def test_the_route_verdict_follows_the_plans_decision_rule():
         cr.route_reading("run", cosine, "cosine", cosine)
     with pytest.raises(ValueError, match="no readings"):
         cr.route_verdict([])
+
+
+def test_knob_panels_put_a_seed_pair_in_one_panel_on_a_token_axis():
+    hunt = {n: json.loads(collapse_hunt(n).read_text()) for n in ("base", "base_seed2", "batch64")}
+    panels = cr.knob_panels(hunt, lambda r: [max(v) for v in r["G_order_rms"]])
+    assert list(panels) == ["base (rate 3e-3, warm-up 50)", "batch 64 (1,500 steps)"]
+    base = panels["base (rate 3e-3, warm-up 50)"]
+    assert list(base) == ["first seed", "second seed"]
+    x, y = base["second seed"]
+    assert x[1] == 250 * 16 * 128 / 1e6 and len(x) == len(y) == 25  # every 250 steps to 6,000
+    assert y[0] == max(hunt["base_seed2"]["G_order_rms"][0])
+    batch = panels["batch 64 (1,500 steps)"]["first seed"][0]
+    assert batch[-1] == base["first seed"][0][-1]  # as many tokens with a 4x batch
+    every_run = [n for names in cr.HUNT_KNOBS.values() for n in names]
+    assert sorted(every_run) == sorted(plan("collapse_hunt")["runs"])
+    with pytest.raises(ValueError, match="base: 2 values for 25 probes"):
+        cr.knob_panels(hunt, lambda r: [1, 2])

@@ -438,6 +438,54 @@ def test_run_curves_refuse_malformed_input(kwargs, error, match):
         plots.run_curves(**args, title="t", xaxis="x", yaxis="y")
 
 
+def test_run_panels_keep_one_style_per_series_name_across_panels():
+    """Small multiples (chapter 11's hunt, one panel per knob): a series name has one colour and
+    one legend entry in every panel; a dashed series can share its companion's colour."""
+    fig = plots.run_panels(
+        {
+            "base": {"first seed": ([0, 1], [0.3, 0.2]), "second seed": ([0, 1], [0.3, 0.1])},
+            "rate": {"first seed": ([0, 2], [0.3, 1e-3]), "|γ|": ([0, 2], [1.0, 0.01])},
+        },
+        title="t",
+        xaxis="tokens",
+        yaxis="order",
+        log_y=True,
+        threshold=(0.01, "0.01"),
+        dashed=["|γ|"],
+        colors={"|γ|": "#0072B2"},
+        cols=2,
+    )
+    first = [t for t in fig.data if t.name == "first seed"]
+    assert len(first) == 2 and first[0].line.color == first[1].line.color
+    assert [t.showlegend for t in first] == [True, False]
+    gamma = next(t for t in fig.data if t.name == "|γ|")
+    assert gamma.line.dash == "dash" and gamma.line.color == "#0072B2"
+    second = next(t for t in fig.data if t.name == "second seed")
+    assert second.line.color not in (first[0].line.color, None)
+    lines = [t for t in fig.data if t.name == "0.01"]
+    assert len(lines) == 2 and list(lines[1].x) == [0, 2] and list(lines[1].y) == [0.01, 0.01]
+    assert [a.text for a in fig.layout.annotations] == ["base", "rate"]
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
+
+
+@pytest.mark.parametrize(
+    "panels, kwargs, error, match",
+    [
+        ({}, {}, ValueError, "panels"),
+        ({"p": {}}, {}, ValueError, r"panels\['p'\]"),
+        ({"p": {"a": [1, 2, 3]}}, {}, TypeError, r"panels\['p'\]\['a'\] must be a pair"),
+        ({"p": {"a": ([1, 2], [1.0])}}, {}, ValueError, "one y per x"),
+        ({"p": {"a": ([1, 2], [0.0, 1.0])}}, {"log_y": True}, ValueError, "positive"),
+        ({"p": {"a": ([1], [1.0])}}, {"threshold": (0.0, "x"), "log_y": True}, ValueError, "thr"),
+        ({"p": {"a": ([1], [1.0])}}, {"colors": {"a": "nope"}}, ValueError, "colour"),
+        ({"p": {str(i): ([1], [1.0]) for i in range(8)}}, {}, ValueError, "more than the 7"),
+    ],
+)
+def test_run_panels_refuse_malformed_input(panels, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        plots.run_panels(panels, title="t", xaxis="x", yaxis="y", **kwargs)
+
+
 def test_interval_bands_shade_each_interval_in_its_series_colour():
     """Each series is a band (upper, then lower filled to it) and a line, in the house colour;
     the reference is a dotted line at its value."""

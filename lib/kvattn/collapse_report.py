@@ -24,7 +24,7 @@ PLDR-LLM-v51-SOC-110M-5 [gokden2026mathfoundations], ``None`` where it reports n
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from statistics import median
@@ -46,6 +46,20 @@ MAX_WIDTH = 80
 HUNT_NEAREST = "lr1e-2_wu500_seed2"
 #: The sweep's lowest-order run, the lowest :func:`end_value` of the sweep's trajectories.
 SWEEP_BEST = "sweep_lr3e-3_wu500"
+#: The collapse hunt's runs grouped by the knob each turns in the base recipe (the panels of
+#: chapter 11's small multiples, :func:`knob_panels`); a seed pair shares its knob's panel.
+HUNT_KNOBS = {
+    "base (rate 3e-3, warm-up 50)": ("base", "base_seed2"),
+    "rate 1e-2, warm-up 500": ("lr1e-2_wu500", "lr1e-2_wu500_seed2"),
+    "rate 1e-2, warm-up 50": ("lr1e-2_wu50",),
+    "rate 3e-2, warm-up 2000": ("lr3e-2_wu2000",),
+    "weight decay 1": ("wd1",),
+    "batch 64 (1,500 steps)": ("batch64",),
+    "corpus of 1.5M chars": ("corpus1.5M",),
+    "metric learner depth 8": ("metric_depth8",),
+}
+#: The series names of a knob's runs in :func:`knob_panels`, in :data:`HUNT_KNOBS`' order.
+SEEDS = ("first seed", "second seed")
 #: Characters of held-out text per snippet.
 SNIPPET_CHARS = 300
 #: Tokens of each decoding prompt (the start of a snippet).
@@ -354,6 +368,40 @@ def frozen_g_by_position(
     return FrozenGByPosition(
         delta.mean(1), float(delta[:, :early].mean()), float(delta[:, early:].mean())
     )
+
+
+def tokens_seen(record: dict) -> list[float]:
+    """Millions of training tokens a run had seen at each of its probes (``record["step"]`` and
+    its recipe's ``batch_size`` × ``block_size``): the common axis of runs with other batches."""
+    per_step = record["recipe"]["batch_size"] * record["recipe"]["block_size"]
+    return [s * per_step / 1e6 for s in record["step"]]
+
+
+def knob_panels(
+    records: dict[str, dict], values: Callable[[dict], Sequence[float]]
+) -> dict[str, dict[str, tuple[list[float], list[float]]]]:
+    """The panels of :func:`kvattn.plots.reports.run_panels` for the collapse hunt: per knob of
+    :data:`HUNT_KNOBS`, each of its runs (named by :data:`SEEDS`) as (:func:`tokens_seen`,
+    ``values(record)``). ``records``: run name → hunt record (with its probes at the top level,
+    as shipped); a knob none of whose runs is in ``records`` is left out.
+
+    Raises
+    ------
+    ValueError
+        ``values`` returns a sequence of another length than the record's probes.
+    """
+    panels = {}
+    for knob, names in HUNT_KNOBS.items():
+        series = {}
+        for seed, name in zip(SEEDS, names, strict=False):
+            if name in records:
+                x, y = tokens_seen(records[name]), list(values(records[name]))
+                if len(y) != len(x):
+                    raise ValueError(f"{name}: {len(y)} values for {len(x)} probes")
+                series[seed] = (x, y)
+        if series:
+            panels[knob] = series
+    return panels
 
 
 #: Probes per window reading of the constant-rate test (``data/plans/constant_rate.json``).

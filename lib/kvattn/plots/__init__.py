@@ -6,8 +6,8 @@
   (:func:`~kvattn.plots.style.slider`) that the explorers' static faces use;
 * :mod:`kvattn.plots.charts` — the chapters' general plots (lines, loss curves, heat-map grids,
   a line plot with a slider, points with error bars, interval bands, dose-response, runs);
-* :mod:`kvattn.plots.reports` — plots of run records: benchmark ratios and collapse
-  trajectories;
+* :mod:`kvattn.plots.reports` — plots of run records: benchmark ratios, collapse
+  trajectories and small multiples of runs grouped by what they vary;
 * :mod:`kvattn.plots.checks` — the argument checks they and the explorers share: bad input
   raises before anything is drawn.
 
@@ -28,7 +28,7 @@ from .charts import (
     points_with_errors,
     run_curves,
 )
-from .reports import benchmark_ratios, collapse_trajectories
+from .reports import benchmark_ratios, collapse_trajectories, run_panels
 from .style import COLORS, LAYER_COLORS, LAYOUT, color, log_axis, slider
 
 __all__ = [
@@ -48,5 +48,6 @@ __all__ = [
     "loss_curves",
     "points_with_errors",
     "run_curves",
+    "run_panels",
     "slider",
 ]

@@ -13,8 +13,14 @@ from plotly.subplots import make_subplots
 
 from .._checks import check_bool
 from ..benchmark import BARS, Ratio
-from .checks import _require_items, _require_number, _require_value
-from .style import LAYER_COLORS, LAYOUT
+from .checks import (
+    _require_array,
+    _require_color_map,
+    _require_items,
+    _require_number,
+    _require_value,
+)
+from .style import LAYER_COLORS, LAYOUT, _round
 
 
 def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
@@ -285,5 +291,130 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
         height=height,
         legend=dict(orientation="h", x=0, xanchor="left", y=-0.14, yanchor="top"),
         **{**LAYOUT, "margin": {**LAYOUT["margin"], "b": 120}},
+    )
+    return fig
+
+
+def run_panels(
+    panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]],
+    *,
+    title: str,
+    xaxis: str,
+    yaxis: str,
+    log_y: bool = False,
+    threshold: tuple[float, str] | None = None,
+    dashed: Sequence[str] = (),
+    colors: Mapping[str, str] | None = None,
+    cols: int = 3,
+    panel_height: int = 210,
+) -> go.Figure:
+    """Small multiples of run records: one panel per group of runs (the collapse hunt's runs
+    grouped by the knob they turn), a line per series in each, on shared axes so that panels
+    compare at a glance (ten runs in one panel are a tangle of lines of similar colours).
+
+    ``panels``: panel title → (series name → ``(x, y)``, two sequences of equal length). A series
+    name keeps one style in every panel and appears once in the legend, under the panels: its
+    colour is ``colors[name]`` when given, else :data:`~kvattn.plots.style.LAYER_COLORS` in order
+    of first appearance, and it is dashed when named in ``dashed`` (a series and its dashed
+    companion, e.g. two measures of one run, can share a colour). ``threshold``:
+    ``(value, label)``, a black dotted line across every panel. With ``log_y`` every y must be
+    positive (plotly would drop a 0 without a word).
+
+    Raises
+    ------
+    TypeError
+        ``panels`` is not a mapping of mappings of pairs, ``log_y`` is not a bool, or ``colors``
+        is not a mapping.
+    ValueError
+        No panels, an empty panel, a series with no points, x and y of different lengths, a
+        non-finite value, a y that is not positive with ``log_y``, more series names than
+        :data:`~kvattn.plots.style.LAYER_COLORS` has colours, a threshold that is not
+        (positive number on a log axis, str), or ``cols`` or ``panel_height`` < 1.
+    """
+    check_bool("log_y", log_y, typed=True)
+    _require_items("panels", panels, container=Mapping)
+    if colors is not None:
+        _require_color_map(colors)
+    _require_number("cols", cols, 1, integer=True)
+    _require_number("panel_height", panel_height, 1, integer=True)
+    drawn: dict[str, dict[str, tuple]] = {}
+    names: list[str] = []
+    for panel, series in panels.items():
+        _require_items(f"panels[{panel!r}]", series, container=Mapping)
+        drawn[panel] = {}
+        for name, pair in series.items():
+            where = f"panels[{panel!r}][{name!r}]"
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise TypeError(f"{where} must be a pair (x, y), got {pair!r:.80}")
+            x = _require_array(f"{where} x", pair[0], 1)
+            if x.size == 0:
+                raise ValueError(f"{where} has no points")
+            y = _require_array(f"{where} y", pair[1], x.shape, "one y per x", positive=log_y)
+            drawn[panel][name] = (x, y)
+            names += [name] if name not in names else []
+    if len(names) > len(LAYER_COLORS):
+        raise ValueError(f"{len(names)} series names, more than the {len(LAYER_COLORS)} colours")
+    if threshold is not None and (
+        not isinstance(threshold, tuple | list)
+        or len(threshold) != 2
+        or not isinstance(threshold[1], str)
+    ):
+        raise ValueError(f"threshold must be (value, label), got {threshold!r:.80}")
+    if threshold is not None:
+        _require_number("threshold value", threshold[0], 1e-300 if log_y else -1e300, 1e300)
+    rows = -(-len(drawn) // cols)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=list(drawn),
+        shared_xaxes="all",
+        shared_yaxes="all",
+        vertical_spacing=0.5 / max(rows * 2, 1) if rows > 1 else 0.1,
+        horizontal_spacing=0.04,
+    )
+    shown: set[str] = set()
+    for k, series in enumerate(drawn.values()):
+        at = dict(row=k // cols + 1, col=k % cols + 1)
+        for name, (x, y) in series.items():
+            colour = (colors or {}).get(name) or LAYER_COLORS[names.index(name)]
+            fig.add_trace(
+                go.Scatter(
+                    x=_round(x, 3),
+                    y=_round(y, 6),
+                    mode="lines",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=name not in shown,
+                    line=dict(color=colour, dash="dash" if name in dashed else None, width=1.6),
+                ),
+                **at,
+            )
+            shown.add(name)
+        if threshold is not None:
+            lo = min(float(x.min()) for x, _ in series.values())
+            hi = max(float(x.max()) for x, _ in series.values())
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[float(threshold[0])] * 2,
+                    mode="lines",
+                    name=threshold[1],
+                    legendgroup="threshold",
+                    showlegend=k == 0,
+                    line=dict(color="#000000", dash="dot", width=1),
+                ),
+                **at,
+            )
+    if log_y:
+        fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_xaxes(nticks=4, tickangle=0)
+    fig.update_xaxes(title_text=xaxis, row=rows)
+    fig.update_yaxes(title_text=yaxis, col=1)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(
+        title=title,
+        height=rows * panel_height + 140,
+        legend=dict(orientation="h", x=0, xanchor="left", y=-0.3 / rows, yanchor="top"),
+        **{**LAYOUT, "margin": {**LAYOUT["margin"], "b": 110}},
     )
     return fig
