@@ -392,6 +392,17 @@ OVERFLOW_JS = """() => {
       + ` right edge ${Math.round(right)} px: ${(e.textContent || "").trim().slice(0, 60)}`);
   return {scroll: document.documentElement.scrollWidth, width, wide};
 }"""
+# The rendered size (CSS px) of every label of the page's diagrams (inline SVG): the font size in
+# the diagram's units times the scale at which the diagram is drawn.
+DIAGRAM_LABELS_JS = """() => Array.from(document.querySelectorAll("svg[role=img] text"))
+  .flatMap(t => [t, ...t.querySelectorAll("tspan")])
+  .filter(t => t.firstChild && t.firstChild.nodeType === 3 && t.firstChild.data.trim())
+  .map(t => ({
+    text: t.firstChild.data.trim(),
+    px: parseFloat(getComputedStyle(t).fontSize) * t.ownerSVGElement.getScreenCTM().a,
+  }))"""
+# The smallest label a diagram may show on a phone (a subscript), in CSS px.
+SMALLEST_LABEL_PX = 10.5
 DOWNLOAD_LINKS_JS = """() => Array.from(document.querySelectorAll(
   "a.btn-download-source-button, a.btn-download-notebook-button"
 )).map(a => ({href: a.getAttribute("href"), download: a.hasAttribute("download")}))"""
@@ -401,7 +412,8 @@ DOWNLOAD_LINKS_JS = """() => Array.from(document.querySelectorAll(
 def test_page_on_a_phone(name: str, site: str, browser: Browser) -> None:
     """At 375×740 no page scrolls sideways (the page is no wider than the window), and the
     buttons that download the page's source (a chapter's .ipynb) carry the download attribute,
-    so that a server sending the notebook as JSON does not open it as text in a new tab."""
+    so that a server sending the notebook as JSON does not open it as text in a new tab. A
+    diagram's labels stay legible: the column scaled chapter 3's subscripts down to 9 px."""
     n_figures = sum(PLOTLY_JSON in o.get("data", {}) for o in executed_outputs(name))
     context = browser.new_context(viewport=PHONE_VIEWPORT)
     page = context.new_page()
@@ -412,8 +424,11 @@ def test_page_on_a_phone(name: str, site: str, browser: Browser) -> None:
         page.wait_for_function(FIGURES_DRAWN_JS, arg=n_figures)  # figures take their width
         overflow = page.evaluate(OVERFLOW_JS)
         links = page.evaluate(DOWNLOAD_LINKS_JS)
+        labels = page.evaluate(DIAGRAM_LABELS_JS)
     finally:
         context.close()
+    small = [f"{x['text']!r} at {x['px']:.1f} px" for x in labels if x["px"] < SMALLEST_LABEL_PX]
+    assert not small, f"{name}: diagram labels under {SMALLEST_LABEL_PX} px on a phone: {small[:5]}"
     assert overflow["scroll"] <= overflow["width"] + 1, (
         f"{name} scrolls sideways on a phone: {overflow['scroll']} px wide in a "
         f"{overflow['width']} px window; sticking out:\n  " + "\n  ".join(overflow["wide"])
