@@ -248,3 +248,47 @@ def test_knob_panels_put_a_seed_pair_in_one_panel_on_a_token_axis():
     assert sorted(every_run) == sorted(plan("collapse_hunt")["runs"])
     with pytest.raises(ValueError, match="base: 2 values for 25 probes"):
         cr.knob_panels(hunt, lambda r: [1, 2])
+
+
+def _record(trajectory, batch=16, block=128):
+    return {**trajectory, "recipe": {"batch_size": batch, "block_size": block}}
+
+
+def test_route_panels_put_each_run_and_layer_in_a_panel_of_a_and_gamma():
+    steps = range(0, 1250, 125)
+    constant = _record(_trajectory(steps, [(1, 0.5)] * 10, [(0.3, 0.2)] * 10, [0.1] * 10))
+    cosine = _record(_trajectory(range(0, 625, 125), [1] * 5, [(0.4, 0.1)] * 5, [0.1] * 5))
+    cosine.pop("metric_norm_scale")  # the hunt's records lack gamma
+    rerun = _record(_trajectory(range(0, 625, 125), [(0.9, 0.8)] * 5, [0.3] * 5, [0.1] * 5))
+    panels = cr.route_panels(
+        {"first seed": (constant, cosine, rerun), "x": (constant, cosine, None)}
+    )
+    assert list(panels) == [
+        "first seed, layer 0",
+        "first seed, layer 1",
+        "x, layer 0",
+        "x, layer 1",
+    ]
+    layer1 = panels["first seed, layer 1"]
+    assert list(layer1) == list(cr.ROUTE_SERIES)
+    assert layer1["σ2/σ1 of A, cosine"][1] == [0.1] * 5
+    assert layer1["|γ|, constant"][1] == [0.5] * 10 and layer1["|γ|, cosine"][1] == [0.8] * 5
+    assert layer1["|γ|, constant"][0][1] == 125 * 16 * 128 / 1e6
+    assert "|γ|, cosine" not in panels["x, layer 0"]
+    with pytest.raises(ValueError, match="x: a record lacks metric_norm_scale"):
+        cr.route_panels({"x": (cosine, cosine, None)})
+
+
+def test_reruns_are_tabled_beside_their_records_with_gamma_at_the_end():
+    record = _trajectory(range(8), [1] * 8, [0.3] * 8, [0.1] * 6 + [0.2, 0.4])
+    rerun = _trajectory(
+        range(8), [(1, 1)] * 6 + [(0.02, 0.004), (0.04, 0.002)], [0.3] * 8, [0.01] * 8
+    )
+    assert cr.end_layers(rerun, "metric_norm_scale") == pytest.approx((0.03, 0.003))
+    lines = cr.format_reruns({"base": record}, {"base": rerun}).splitlines()
+    assert lines[2].split() == ["base", "3.0e-01", "1.0e-02", "0.03,", "0.003"]
+    assert max(len(line) for line in lines) <= cr.MAX_WIDTH
+    with pytest.raises(ValueError, match=r"reruns without a record: \['wd1'\]"):
+        cr.format_reruns({"base": record}, {"wd1": rerun})
+    with pytest.raises(ValueError, match="no metric_norm_scale readings"):
+        cr.end_layers({"metric_norm_scale": [None]}, "metric_norm_scale")

@@ -557,3 +557,100 @@ def format_route(readings: Sequence[RouteReading]) -> str:
                 f"{pair(r.ratio_early[layer], r.ratio_late[layer]):>15s}"
             )
     return "\n".join(lines)
+
+
+#: The series of :func:`route_panels`: σ2/σ1 of A (solid) and mean ``|γ|`` (dashed), each for the
+#: constant-rate run and for its cosine counterpart.
+ROUTE_SERIES = ("σ2/σ1 of A, constant", "σ2/σ1 of A, cosine", "|γ|, constant", "|γ|, cosine")
+
+
+def route_panels(
+    runs: dict[str, tuple[dict, dict, dict | None]],
+) -> dict[str, dict[str, tuple[list[float], list[float]]]]:
+    """The panels of :func:`kvattn.plots.reports.run_panels` for the constant-rate test: one per
+    run and layer, each with :data:`ROUTE_SERIES` against :func:`tokens_seen`. ``runs``: a
+    label (such as "first seed") → (the constant-rate record, its cosine counterpart's hunt
+    record, a rerun of the counterpart that recorded γ or ``None``); the counterpart's γ comes
+    from its rerun, since the hunt's records lack it.
+
+    Raises
+    ------
+    ValueError
+        A record without the measures, or records with different numbers of layers.
+    """
+    panels = {}
+    for label, (constant, cosine, rerun) in runs.items():
+        layers = len(constant["A_sigma_ratio"][0])
+        if len(cosine["A_sigma_ratio"][0]) != layers:
+            raise ValueError(f"{label}: the run and its counterpart differ in layers")
+        for layer in range(layers):
+            series = {
+                ROUTE_SERIES[0]: _layer_series(constant, "A_sigma_ratio", layer, label),
+                ROUTE_SERIES[1]: _layer_series(cosine, "A_sigma_ratio", layer, label),
+                ROUTE_SERIES[2]: _layer_series(constant, "metric_norm_scale", layer, label),
+            }
+            if rerun is not None:
+                series[ROUTE_SERIES[3]] = _layer_series(rerun, "metric_norm_scale", layer, label)
+            panels[f"{label}, layer {layer}"] = series
+    return panels
+
+
+def _layer_series(record: dict, measure: str, layer: int, label: str) -> tuple[list, list]:
+    """(tokens seen, value) of one layer of a per-layer measure, probes without it left out."""
+    if measure not in record:
+        raise ValueError(f"{label}: a record lacks {measure}")
+    pairs = [
+        (x, v[layer])
+        for x, v in zip(tokens_seen(record), record[measure], strict=True)
+        if v is not None and v[layer] is not None
+    ]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def end_layers(probes: dict, measure: str) -> tuple[float, ...]:
+    """A per-layer measure at the end of a trajectory, per layer: the median over the last
+    quarter of its probes, as :func:`end_value` reads the order parameter.
+
+    Raises
+    ------
+    ValueError
+        No ``measure`` readings, or a layer with none in the last quarter.
+    """
+    rows = [v for v in probes.get(measure) or [] if v is not None]
+    if not rows:
+        raise ValueError(f"probes hold no {measure} readings")
+    last = rows[-max(1, len(rows) // 4) :]
+    ends = []
+    for layer in range(len(last[0])):
+        known = [row[layer] for row in last if row[layer] is not None]
+        if not known:
+            raise ValueError(f"{measure}: layer {layer} has no reading in the last quarter")
+        ends.append(float(median(known)))
+    return tuple(ends)
+
+
+def format_reruns(records: dict[str, dict], reruns: dict[str, dict]) -> str:
+    """The reruns of the collapse hunt beside its records, one run a line (at most
+    :data:`MAX_WIDTH` characters): the :func:`end_value` of the RMS order parameter in the record
+    and in the rerun, and the rerun's mean ``|γ|`` at the end per layer (:func:`end_layers`).
+    ``records`` and ``reruns``: run name → record (probes at the top level); the runs of
+    ``reruns``, in its order.
+
+    Raises
+    ------
+    ValueError
+        A rerun without a record, or as :func:`end_value` and :func:`end_layers`.
+    """
+    missing = [n for n in reruns if n not in records]
+    if missing:
+        raise ValueError(f"reruns without a record: {missing}")
+    lines = [
+        f"{'run':19s} {'end value, order (RMS)':>24s}   {'end mean |γ|':>14s}",
+        f"{'':19s} {'record':>11s} {'rerun':>12s}   {'layer 0, 1…':>14s}",
+    ]
+    for name, rerun in reruns.items():
+        gamma = ", ".join(f"{g:.2g}" for g in end_layers(rerun, "metric_norm_scale"))
+        lines.append(
+            f"{name:19s} {end_value(records[name]):11.1e} {end_value(rerun):12.1e}   {gamma:>14s}"
+        )
+    return "\n".join(lines)
