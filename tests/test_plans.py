@@ -5,12 +5,15 @@ is shipped before the plan."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from kvattn.diagnostics import COLLAPSE_LAYER_MEASURES, COLLAPSE_NORM_MEASURES
 from kvattn.pretrain import PretrainConfig
 from kvattn.reproduce.files import plan
-from kvattn.reproduce.hunt import hunt_recipe
+from kvattn.reproduce.hunt import hunt_recipe, plan_sha256
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +33,7 @@ def test_the_constant_rate_plan_names_runs_the_training_code_accepts():
         assert config.steps == 2 * hunt["shared"]["steps"]
         assert config.seed == counterpart["seed"] and config.lr == counterpart["lr"] == 0.01
         assert config.warmup == counterpart["warmup"]
-        # committed before its runs: no result of the plan is shipped
+        # its results go to data/constant_rate/, never among the hunt's records
         assert not (ROOT / "data" / "collapse_hunt" / f"{name}.json").exists()
     seeds = {hunt_recipe(run["from"])["seed"] for run in constant["runs"].values()}
     assert len(seeds) == 2  # the seed pair
@@ -55,3 +58,41 @@ def test_the_rerun_plan_makes_every_hunt_run_again_unchanged():
         assert recipe == {**hunt_recipe(name), "out_dir": f"runs/hunt_reruns/{name}"}
     assert {"metric_norm_scale", "G_order_rms"} <= set(reruns["measures"])
     assert set(reruns["measures"]) <= {*COLLAPSE_LAYER_MEASURES, *COLLAPSE_NORM_MEASURES}
+
+
+def _first_commit_time(path: Path) -> int | None:
+    """When ``path`` first entered the repository's history (Unix seconds); None outside a git
+    clone with history (an installed kvattn, a shallow copy)."""
+    try:
+        out = subprocess.run(
+            ["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return int(out[-1]) if out else None
+
+
+@pytest.mark.parametrize("study", ["constant_rate", "hunt_reruns"])
+def test_a_plans_shipped_results_ran_from_the_plan_as_committed_before_them(study):
+    """Every shipped record of a plan ran from the plan file shipped now (its SHA-256), with the
+    recipe the plan gives, and, in a clone with history, the plan was committed before any of
+    its records."""
+    records = sorted((ROOT / "data" / study).glob("*.json"))
+    planned = plan(study)["runs"]
+    assert {p.stem for p in records} <= set(planned)
+    planned_at = _first_commit_time(ROOT / "data" / "plans" / f"{study}.json")
+    for path in records:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert record["plan"]["sha256"] == plan_sha256(study), path.name
+        recipe = hunt_recipe(path.stem, study=study)
+        for key in ("steps", "warmup", "lr", "min_lr_ratio", "seed", "weight_decay"):
+            assert record["recipe"][key] == recipe[key], (path.name, key)
+        assert record["command"] == f"kvattn-reproduce hunt {path.stem} --plan {study}"
+        shipped_at = _first_commit_time(path)
+        if planned_at is not None and shipped_at is not None:
+            assert planned_at < shipped_at, f"{path.name} was committed before its plan"

@@ -22,6 +22,7 @@ from .. import data, experiments
 from ..experiments import ShippedExperiment
 from .contrast import contrast_design
 from .files import EXPERIMENT_PLANS, HUNT_PLAN, PROG, ReproduceError, plan
+from .hunt import plan_sha256
 
 #: The two roles a run can play, confirmatory (designed before its data) or exploratory.
 ROLES = ("confirmatory", "exploratory")
@@ -458,3 +459,39 @@ def role_counts() -> str:
         counts = ", ".join(f"{roles.count(role)} {role}" for role in ROLES if role in roles)
         lines.append(f"{family}: {len(runs)} runs ({counts})")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Runs planned before their results (issue 31): the constant-rate test and the hunt's reruns
+
+
+def planned_runs() -> Table:
+    """Every shipped run of the plans of :data:`kvattn.data.HUNT_STUDIES` (each committed to
+    ``data/plans/`` before its runs): the plan, the hunt run it starts from and what it changes,
+    its wall time, whether the plan file is byte for byte the one the run recorded (its SHA-256),
+    and the command that remakes it."""
+    rows = []
+    for study in data.HUNT_STUDIES:
+        for name, run in plan(study)["runs"].items():
+            try:
+                record = json.loads(data.hunt_study(study, name).read_text())
+            except FileNotFoundError:
+                continue  # planned, not (yet) shipped
+            changes = "; ".join(f"{k} {_change(v)}" for k, v in run["changes"].items())
+            same = record["plan"]["sha256"] == plan_sha256(study)
+            rows.append(
+                (
+                    name,
+                    study,
+                    run["from"],
+                    changes or "none (a rerun)",
+                    f"{record['wall_s'] / 60:.0f} min",
+                    "yes" if same else "no: changed after the run",
+                    f"{PROG} hunt {name} --plan {study}",
+                )
+            )
+    return Table(
+        ("run", "plan", "from", "changes", "wall time", "plan as run", "remade by"),
+        tuple(rows),
+        ("remade by",),
+    )
