@@ -89,7 +89,7 @@ def test_a_plans_shipped_results_ran_from_the_plan_as_committed_before_them(stud
     for path in records:
         record = json.loads(path.read_text(encoding="utf-8"))
         assert record["plan"]["sha256"] == plan_sha256(study), path.name
-        recipe = hunt_recipe(path.stem, study=study)
+        recipe = PretrainConfig(**hunt_recipe(path.stem, study=study)).to_dict()
         for key in ("steps", "warmup", "lr", "min_lr_ratio", "seed", "weight_decay"):
             assert record["recipe"][key] == recipe[key], (path.name, key)
         assert record["command"] == f"kvattn-reproduce hunt {path.stem} --plan {study}"
