@@ -193,6 +193,7 @@ def _trajectory(steps, gamma, ratio, order):
         "A_sigma_ratio": [pair(r) for r in ratio],
         "G_order_rms": [pair(o) for o in order],
         "G_order_mean": [pair(o) for o in order],
+        "val_loss": [3.5, 3.25],
     }
 
 
@@ -226,7 +227,12 @@ def test_the_route_verdict_follows_the_plans_decision_rule():
     assert cr.route_verdict([read(rising), read(rising)]) == "refuted"
     assert cr.route_verdict([r, read(rising)]) == "not resolved"  # the seeds disagree
     assert cr.route_verdict([read(half), read(half)]) == "not resolved"  # A: less than a third
-    assert max(len(line) for line in cr.format_route([r]).splitlines()) <= cr.MAX_WIDTH
+    table = cr.format_route([r]).splitlines()
+    assert max(len(line) for line in table) <= cr.MAX_WIDTH
+    assert table[-2:] == [
+        "run: val loss 3.25 (cosine 3.25), strict met never",
+        "the plan's verdict: supported",
+    ]
     with pytest.raises(ValueError, match="not beyond its counterpart's"):
         cr.route_reading("run", cosine, "cosine", cosine)
     with pytest.raises(ValueError, match="no readings"):
@@ -292,3 +298,12 @@ def test_reruns_are_tabled_beside_their_records_with_gamma_at_the_end():
         cr.format_reruns({"base": record}, {"wd1": rerun})
     with pytest.raises(ValueError, match="no metric_norm_scale readings"):
         cr.end_layers({"metric_norm_scale": [None]}, "metric_norm_scale")
+
+
+def test_the_criteria_print_one_a_line_within_the_column():
+    lines = cr.format_criteria().splitlines()
+    assert lines[0].split()[:2] == ["criterion", "measures,"]
+    assert [line.split()[0] for line in lines[1:]] == list(diagnostics.COLLAPSE_CRITERIA)
+    strict = lines[1 + list(diagnostics.COLLAPSE_CRITERIA).index("strict")].split()
+    assert strict[1:6] == ["G_order_mean", "and", "A_sigma_ratio", "0.001", "every"]
+    assert max(len(line) for line in lines) <= cr.MAX_WIDTH

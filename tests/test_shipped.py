@@ -591,3 +591,29 @@ def test_chapter11_prose_on_the_sweep_and_the_hunt_holds_on_the_shipped_records(
     assert cr.lowest_end({n: r["probes"] for n, r in hunt.items()}) == cr.HUNT_NEAREST
     assert factor[cr.HUNT_NEAREST] < 0.01
     assert median(hunt[cr.HUNT_NEAREST]["rms"][-6:]) < 1e-3
+
+
+def test_chapter11_prose_on_the_hunts_scale_and_gamma_holds_on_the_shipped_models():
+    """Chapter 11 on the hunt's scale (the base recipe three times the sweep's length; about the
+    tokens of the study's onsets, read many times over by a model over ten times smaller) and on
+    γ of the shipped models (nearly 0 in the nearest run's, of order 1 in chapter 8's model and
+    the sweep's lowest-order run)."""
+    from kvattn import collapse_report as cr
+    from kvattn import diagnostics
+    from kvattn.data import collapse_hunt, load_text
+
+    base = json.loads(collapse_hunt("base").read_text())["recipe"]
+    sweep = json.loads((shipped("sweep_lr3e-3_wu50") / "trainer_state.json").read_text())["config"]
+    assert (base["lr"], base["warmup"], base["steps"]) == (3e-3, 50, 3 * sweep["steps"])
+    seen = base["steps"] * base["batch_size"] * base["block_size"]
+    onset = [s * 32 * 256 for s in (1350, 1900)]  # the study's onsets: steps of 32 × 256 tokens
+    assert onset[0] <= seen <= onset[1]
+    model = load_pretrained(shipped("sweep_lr3e-3_wu50"))
+    assert 20.6e6 / sum(p.numel() for p in model.parameters()) > 10
+    tokenizer = load_tokenizer(shipped("sweep_lr3e-3_wu50"))
+    corpus_tokens = len(tokenizer.encode(load_text(base["corpus"], max_chars=base["corpus_chars"])))
+    assert seen / corpus_tokens > 3  # passes over the corpus
+    nearest = load_pretrained(collapse_hunt(cr.HUNT_NEAREST, checkpoint=True))
+    assert (diagnostics.metric_norm(nearest).scale < 0.05).all()  # almost 0
+    for name in ("pldr_tiny", cr.SWEEP_BEST):
+        assert (diagnostics.metric_norm(load_pretrained(shipped(name))).scale > 0.5).all(), name

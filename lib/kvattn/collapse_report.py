@@ -253,6 +253,22 @@ def format_findings(rows: Sequence[Finding]) -> str:
     return "\n".join(lines)
 
 
+def format_criteria() -> str:
+    """The course's collapse criteria (:data:`kvattn.diagnostics.COLLAPSE_CRITERIA`), one a line
+    of at most :data:`MAX_WIDTH` characters: name, the measures that must each be below the
+    threshold, the threshold, the rule's count of layers ("every" or "any") and the source (a bib
+    key, or "ours")."""
+    lines = [
+        f"{'criterion':10s} {'measures, each below the threshold':34s} {'below':>6s} layers  source"
+    ]
+    for row in diagnostics.collapse_criteria():
+        lines.append(
+            f"{row['name']:10s} {row['measures']:34s} {row['below']:6g} {row['layers']:7s} "
+            f"{row['source']}"
+        )
+    return "\n".join(lines)
+
+
 def end_value(probes: dict) -> float:
     """A trajectory's **end value**: the median, over the last quarter of its probes, of the
     RMS order parameter of G_LM in the least collapsed layer (``probes["G_order_rms"]``, one
@@ -404,6 +420,43 @@ def knob_panels(
     return panels
 
 
+#: The series of :func:`gamma_panels`, per seed: the order parameter (solid) and mean ``|γ|``.
+GAMMA_SERIES = tuple(f"{what}, {seed}" for seed in SEEDS for what in ("order (RMS)", "|γ|"))
+
+
+def gamma_panels(records: dict[str, dict]) -> dict[str, dict[str, tuple[list, list]]]:
+    """:func:`knob_panels` of two measures at once, for runs that recorded γ (the hunt's reruns):
+    per knob and seed, the RMS order parameter of G_LM and mean ``|γ|`` of the metric learner's
+    last LayerNorm, each in its least collapsed layer (the largest value over the layers), named
+    as :data:`GAMMA_SERIES`.
+
+    Raises
+    ------
+    ValueError
+        A record without ``G_order_rms`` or ``metric_norm_scale`` readings at every probe.
+    """
+
+    def largest(measure: str) -> Callable[[dict], list[float]]:
+        def values(record: dict) -> list[float]:
+            rows = record.get(measure)
+            if not rows or any(row is None for row in rows):
+                raise ValueError(f"{record.get('name', 'a record')}: {measure} not at every probe")
+            return [max(v for v in row if v is not None) for row in rows]
+
+        return values
+
+    order = knob_panels(records, largest("G_order_rms"))
+    gamma = knob_panels(records, largest("metric_norm_scale"))
+    return {
+        knob: {
+            f"{what}, {seed}": panel[seed]
+            for seed in series
+            for what, panel in (("order (RMS)", series), ("|γ|", gamma[knob]))
+        }
+        for knob, series in order.items()
+    }
+
+
 #: Probes per window reading of the constant-rate test (``data/plans/constant_rate.json``).
 WINDOW_PROBES = 4
 
@@ -446,7 +499,9 @@ class RouteReading:
     early window (ending where the cosine counterpart ended) and at the run's end;
     ``ratio_early``/``ratio_late``, σ2/σ1 of A there; ``ratio_cosine``, σ2/σ1 of A of the
     cosine counterpart at its end; ``order_early``/``order_late``, the RMS order parameter of
-    G_LM; ``strict_step``: the first probe meeting the strict criterion, else ``None``."""
+    G_LM; ``strict_step``: the first probe meeting the strict criterion, else ``None``;
+    ``val_loss`` and ``val_loss_cosine``: the last validation loss of the run and of its cosine
+    counterpart (nats/token)."""
 
     run: str
     counterpart: str
@@ -458,6 +513,8 @@ class RouteReading:
     order_early: tuple[float, ...]
     order_late: tuple[float, ...]
     strict_step: int | None
+    val_loss: float
+    val_loss_cosine: float
 
     @property
     def gamma_shrinks(self) -> bool:
@@ -513,6 +570,8 @@ def route_reading(run: str, record: dict, counterpart: str, cosine: dict) -> Rou
         order_early=read(record, "G_order_rms", early),
         order_late=read(record, "G_order_rms", late),
         strict_step=hit[0] if hit else None,
+        val_loss=float(record["val_loss"][-1]),
+        val_loss_cosine=float(cosine["val_loss"][-1]),
     )
 
 
@@ -540,7 +599,9 @@ def route_verdict(readings: Sequence[RouteReading]) -> str:
 def format_route(readings: Sequence[RouteReading]) -> str:
     """The readings as a table of at most :data:`MAX_WIDTH` characters a line: per run and
     layer, mean ``|γ|`` early → late, σ2/σ1 of A of the cosine counterpart at its end and of
-    the run early → late, and the RMS order parameter early → late."""
+    the run early → late; under the table, each run's last validation loss beside its cosine
+    counterpart's, whether it ever met the strict criterion, and the plan's verdict
+    (:func:`route_verdict`)."""
     lines = [
         f"{'run':28s} {'layer':>5s} {'|γ| early→late':>15s} {'σ2/σ1 of A: cos, early→late':>27s}",
     ]
@@ -556,6 +617,13 @@ def format_route(readings: Sequence[RouteReading]) -> str:
                 f"{r.ratio_cosine[layer]:>9.2g}, "
                 f"{pair(r.ratio_early[layer], r.ratio_late[layer]):>15s}"
             )
+    for r in readings:
+        strict = "never" if r.strict_step is None else f"at step {r.strict_step:,}"
+        lines.append(
+            f"{r.run}: val loss {r.val_loss:.2f} (cosine {r.val_loss_cosine:.2f}), "
+            f"strict met {strict}"
+        )
+    lines.append(f"the plan's verdict: {route_verdict(readings)}")
     return "\n".join(lines)
 
 
