@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from kvattn import reproduce
+from kvattn.data import HUNT_STUDIES
 from kvattn.reproduce import records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -333,3 +334,16 @@ def test_the_facts_the_pages_prose_states_are_the_datas():
     hunt = reproduce.plan("collapse_hunt")
     sweep = json.loads((DATA / "recipes" / f"{hunt['base_recipe']}.json").read_text())
     assert hunt_raw("base")["recipe"]["steps"] == 3 * sweep["steps"]
+
+
+def test_every_planned_run_shipped_appears_once_with_its_plan_as_run():
+    table = records.planned_runs()
+    shipped = sorted(
+        (path.stem, study) for study in HUNT_STUDIES for path in (DATA / study).glob("*.json")
+    )
+    assert sorted(zip(table.column("run"), table.column("plan"), strict=True)) == shipped
+    assert set(table.column("plan as run")) == {"yes"}
+    for run, study, remade in zip(
+        table.column("run"), table.column("plan"), table.column("remade by"), strict=True
+    ):
+        assert remade == f"kvattn-reproduce hunt {run} --plan {study}"
