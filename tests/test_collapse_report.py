@@ -46,7 +46,10 @@ def test_a_model_flattened_by_hand_reads_collapsed_on_every_measure(tiny, held_o
     row = cr.measure_finding(
         "flat", _flattened(model), tok, held_out, snippets=3, eval_blocks=2, new_tokens=6
     )
-    assert row.order_rms == 0 and row.delta_loss == 0 and row.delta_interval == (0.0, 0.0)
+    assert row.order_rms == 0  # every snippet's G_LM is the same, bit for bit
+    # freezing it changes nothing but rounding: the frozen-G pass multiplies in another order,
+    # which AVX-512 kernels round differently in the last bit (-4.8e-7 on an AMD EPYC)
+    assert abs(row.delta_loss) < 1e-5 and all(abs(e) < 1e-5 for e in row.delta_interval)
     assert row.sigma_ratio < 1e-5  # every row of A is β: rank 1 up to rounding
     assert row.gamma == (0.0, 0.0) and row.kvg_same == (3, 3)
 
@@ -288,11 +291,15 @@ def test_route_panels_put_each_run_and_layer_in_a_panel_of_a_and_gamma():
 def test_reruns_are_tabled_beside_their_records_with_gamma_at_the_end():
     record = _trajectory(range(8), [1] * 8, [0.3] * 8, [0.1] * 6 + [0.2, 0.4])
     rerun = _trajectory(
-        range(8), [(1, 1)] * 6 + [(0.02, 0.004), (0.04, 0.002)], [0.3] * 8, [0.01] * 8
+        range(8),
+        [(1, 1)] * 6 + [(0.02, 0.004), (0.04, 0.002)],
+        [0.3] * 8,
+        [0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01, 0.01],
     )
     assert cr.end_layers(rerun, "metric_norm_scale") == pytest.approx((0.03, 0.003))
     lines = cr.format_reruns({"base": record}, {"base": rerun}).splitlines()
-    assert lines[2].split() == ["base", "3.0e-01", "1.0e-02", "0.03,", "0.003"]
+    assert lines[2].split()[:5] == ["base", "3.0e-01", "1.0e-02", "0.03,", "0.003"]
+    assert lines[2].split()[5] == f"{cr.gamma_order_rank(rerun):.2f}"
     assert max(len(line) for line in lines) <= cr.MAX_WIDTH
     with pytest.raises(ValueError, match=r"reruns without a record: \['wd1'\]"):
         cr.format_reruns({"base": record}, {"wd1": rerun})
@@ -307,3 +314,13 @@ def test_the_criteria_print_one_a_line_within_the_column():
     strict = lines[1 + list(diagnostics.COLLAPSE_CRITERIA).index("strict")].split()
     assert strict[1:6] == ["G_order_mean", "and", "A_sigma_ratio", "0.001", "every"]
     assert max(len(line) for line in lines) <= cr.MAX_WIDTH
+
+
+def test_gamma_and_the_order_parameter_move_together_by_rank():
+    t = _trajectory(range(5), [1, 0.5, 0.1, 0.2, 0.05], [0.3] * 5, [0.3, 0.1, 0.01, 0.02, 0.001])
+    assert cr.gamma_order_rank(t) == pytest.approx(1.0)
+    t["G_order_rms"] = [[v, v] for v in (0.001, 0.01, 0.02, 0.1, 0.3)]
+    assert cr.gamma_order_rank(t) == pytest.approx(-0.9)
+    t["metric_norm_scale"][2] = None
+    with pytest.raises(ValueError, match="at every probe"):
+        cr.gamma_order_rank(t)

@@ -38,7 +38,7 @@ from .ablations import constant_g_from, generation_mode_logits
 from .data import blocks
 from .env import pick
 from .pldr import PLDRLLM
-from .stats import t_interval
+from .stats import spearman, t_interval
 
 #: The widest line :func:`format_findings` prints (the text column of the book at 1280 px).
 MAX_WIDTH = 80
@@ -697,10 +697,30 @@ def end_layers(probes: dict, measure: str) -> tuple[float, ...]:
     return tuple(ends)
 
 
+def gamma_order_rank(record: dict) -> float:
+    """How closely γ and the order parameter of G_LM move together along a run: Spearman's rank
+    correlation (:func:`kvattn.stats.spearman`) over the probes between mean ``|γ|`` and the RMS
+    order parameter, each in its least collapsed layer (the largest over the layers). 1: the two
+    rise and fall in step.
+
+    Raises
+    ------
+    ValueError
+        A record without ``metric_norm_scale`` or ``G_order_rms`` at every probe, or as
+        :func:`kvattn.stats.spearman`.
+    """
+    rows = {m: record.get(m) for m in ("metric_norm_scale", "G_order_rms")}
+    if any(not v or any(r is None for r in v) for v in rows.values()):
+        raise ValueError("the record needs metric_norm_scale and G_order_rms at every probe")
+    gamma, order = ([max(x for x in r if x is not None) for r in v] for v in rows.values())
+    return spearman(gamma, order)
+
+
 def format_reruns(records: dict[str, dict], reruns: dict[str, dict]) -> str:
     """The reruns of the collapse hunt beside its records, one run a line (at most
     :data:`MAX_WIDTH` characters): the :func:`end_value` of the RMS order parameter in the record
-    and in the rerun, and the rerun's mean ``|γ|`` at the end per layer (:func:`end_layers`).
+    and in the rerun, the rerun's mean ``|γ|`` at the end per layer (:func:`end_layers`), and
+    the rank correlation of γ with the order parameter along the rerun (:func:`gamma_order_rank`).
     ``records`` and ``reruns``: run name → record (probes at the top level); the runs of
     ``reruns``, in its order.
 
@@ -713,12 +733,13 @@ def format_reruns(records: dict[str, dict], reruns: dict[str, dict]) -> str:
     if missing:
         raise ValueError(f"reruns without a record: {missing}")
     lines = [
-        f"{'run':19s} {'end value, order (RMS)':>24s}   {'end mean |γ|':>14s}",
-        f"{'':19s} {'record':>11s} {'rerun':>12s}   {'layer 0, 1…':>14s}",
+        f"{'run':19s} {'end value, order (RMS)':>24s}   {'end mean |γ|':>14s} {'γ~order':>8s}",
+        f"{'':19s} {'record':>11s} {'rerun':>12s}   {'layer 0, 1…':>14s} {'(rank r)':>8s}",
     ]
     for name, rerun in reruns.items():
         gamma = ", ".join(f"{g:.2g}" for g in end_layers(rerun, "metric_norm_scale"))
         lines.append(
-            f"{name:19s} {end_value(records[name]):11.1e} {end_value(rerun):12.1e}   {gamma:>14s}"
+            f"{name:19s} {end_value(records[name]):11.1e} {end_value(rerun):12.1e}   {gamma:>14s} "
+            f"{gamma_order_rank(rerun):8.2f}"
         )
     return "\n".join(lines)
