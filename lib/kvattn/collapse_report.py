@@ -254,7 +254,7 @@ def format_findings(rows: Sequence[Finding]) -> str:
 
 
 def format_criteria() -> str:
-    """The course's collapse criteria (:data:`kvattn.diagnostics.COLLAPSE_CRITERIA`), one a line
+    """The course's collapse criteria (:data:`kvattn.diagnostics.collapse.COLLAPSE_CRITERIA`), one a line
     of at most :data:`MAX_WIDTH` characters: name, the measures that must each be below the
     threshold, the threshold, the rule's count of layers ("every" or "any") and the source (a bib
     key, or "ours")."""

@@ -39,6 +39,7 @@ from .plots import (
     loss_curves,
     points_with_errors,
     run_curves,
+    run_panels,
     slider,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "loss_curves",
     "points_with_errors",
     "run_curves",
+    "run_panels",
     "slider",
     "slot_explorer",
     "symmetry_explorer",
