@@ -254,10 +254,10 @@ def format_findings(rows: Sequence[Finding]) -> str:
 
 
 def format_criteria() -> str:
-    """The course's collapse criteria (:data:`kvattn.diagnostics.collapse.COLLAPSE_CRITERIA`), one a line
-    of at most :data:`MAX_WIDTH` characters: name, the measures that must each be below the
-    threshold, the threshold, the rule's count of layers ("every" or "any") and the source (a bib
-    key, or "ours")."""
+    """The course's collapse criteria (:data:`kvattn.diagnostics.collapse.COLLAPSE_CRITERIA`),
+    one a line of at most :data:`MAX_WIDTH` characters: name, the measures that must each be
+    below the threshold, the threshold, the rule's count of layers ("every" or "any") and the
+    source (a bib key, or "ours")."""
     lines = [
         f"{'criterion':10s} {'measures, each below the threshold':34s} {'below':>6s} layers  source"
     ]
@@ -603,7 +603,8 @@ def format_route(readings: Sequence[RouteReading]) -> str:
     counterpart's, whether it ever met the strict criterion, and the plan's verdict
     (:func:`route_verdict`)."""
     lines = [
-        f"{'run':28s} {'layer':>5s} {'|γ| early→late':>15s} {'σ2/σ1 of A: cos, early→late':>27s}",
+        f"{'':28s} {'':5s} {'mean |γ|':>15s} {'σ2/σ1 of A':>25s}",
+        f"{'run':28s} {'layer':>5s} {'early→late':>15s} {'cosine':>9s} {'early→late':>15s}",
     ]
 
     def pair(a: float, b: float) -> str:
@@ -614,7 +615,7 @@ def format_route(readings: Sequence[RouteReading]) -> str:
             name = r.run if layer == 0 else ""
             lines.append(
                 f"{name:28s} {layer:>5d} {pair(r.gamma_early[layer], r.gamma_late[layer]):>15s} "
-                f"{r.ratio_cosine[layer]:>9.2g}, "
+                f"{r.ratio_cosine[layer]:>9.2g} "
                 f"{pair(r.ratio_early[layer], r.ratio_late[layer]):>15s}"
             )
     for r in readings:

@@ -406,7 +406,7 @@ def run_panels(
                 **at,
             )
     if log_y:
-        fig.update_yaxes(type="log", exponentformat="power")
+        fig.update_yaxes(type="log", exponentformat="power", dtick=1)  # a label a decade
     fig.update_xaxes(nticks=4, tickangle=0)
     fig.update_xaxes(title_text=xaxis, row=rows)
     fig.update_yaxes(title_text=yaxis, col=1)
