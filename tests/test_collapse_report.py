@@ -233,7 +233,7 @@ def test_the_route_verdict_follows_the_plans_decision_rule():
     table = cr.format_route([r]).splitlines()
     assert max(len(line) for line in table) <= cr.MAX_WIDTH
     assert table[-2:] == [
-        "run: val loss 3.25 (cosine 3.25), strict met never",
+        "run: val loss 3.25 (cosine 3.25), strict: closest ×100",
         "the plan's verdict: supported",
     ]
     with pytest.raises(ValueError, match="not beyond its counterpart's"):
@@ -281,9 +281,11 @@ def test_route_panels_put_each_run_and_layer_in_a_panel_of_a_and_gamma():
     layer1 = panels["first seed, layer 1"]
     assert list(layer1) == list(cr.ROUTE_SERIES)
     assert layer1["σ2/σ1 of A, cosine"][1] == [0.1] * 5
-    assert layer1["|γ|, constant"][1] == [0.5] * 10 and layer1["|γ|, cosine"][1] == [0.8] * 5
+    assert (
+        layer1["|γ|, constant"][1] == [0.5] * 10 and layer1["|γ|, cosine (rerun)"][1] == [0.8] * 5
+    )
     assert layer1["|γ|, constant"][0][1] == 125 * 16 * 128 / 1e6
-    assert "|γ|, cosine" not in panels["x, layer 0"]
+    assert "|γ|, cosine (rerun)" not in panels["x, layer 0"]
     with pytest.raises(ValueError, match="x: a record lacks metric_norm_scale"):
         cr.route_panels({"x": (cosine, cosine, None)})
 

@@ -500,6 +500,8 @@ class RouteReading:
     ``ratio_early``/``ratio_late``, σ2/σ1 of A there; ``ratio_cosine``, σ2/σ1 of A of the
     cosine counterpart at its end; ``order_early``/``order_late``, the RMS order parameter of
     G_LM; ``strict_step``: the first probe meeting the strict criterion, else ``None``;
+    ``strict_closest``: how far above that criterion the run came at its closest probe, as a
+    factor (:attr:`kvattn.diagnostics.collapse.CriterionReading.distance`);
     ``val_loss`` and ``val_loss_cosine``: the last validation loss of the run and of its cosine
     counterpart (nats/token)."""
 
@@ -513,6 +515,7 @@ class RouteReading:
     order_early: tuple[float, ...]
     order_late: tuple[float, ...]
     strict_step: int | None
+    strict_closest: float
     val_loss: float
     val_loss_cosine: float
 
@@ -550,11 +553,10 @@ def route_reading(run: str, record: dict, counterpart: str, cosine: dict) -> Rou
     if late <= early:
         raise ValueError(f"{run} ends at step {late}, not beyond its counterpart's {early}")
     strict = diagnostics.COLLAPSE_CRITERIA["strict"].below
-    hit = [
-        s
-        for i, s in enumerate(record["step"])
-        if diagnostics.probe_reading(record, i, "strict", strict).verdict
+    readings = [
+        diagnostics.probe_reading(record, i, "strict", strict) for i in range(len(record["step"]))
     ]
+    hit = [s for s, r in zip(record["step"], readings, strict=True) if r.verdict]
 
     def read(probes: dict, measure: str, step: int) -> tuple[float, ...]:
         return window_reading(probes, measure, step)
@@ -570,6 +572,7 @@ def route_reading(run: str, record: dict, counterpart: str, cosine: dict) -> Rou
         order_early=read(record, "G_order_rms", early),
         order_late=read(record, "G_order_rms", late),
         strict_step=hit[0] if hit else None,
+        strict_closest=min(r.distance for r in readings),
         val_loss=float(record["val_loss"][-1]),
         val_loss_cosine=float(cosine["val_loss"][-1]),
     )
@@ -600,7 +603,8 @@ def format_route(readings: Sequence[RouteReading]) -> str:
     """The readings as a table of at most :data:`MAX_WIDTH` characters a line: per run and
     layer, mean ``|γ|`` early → late, σ2/σ1 of A of the cosine counterpart at its end and of
     the run early → late; under the table, each run's last validation loss beside its cosine
-    counterpart's, whether it ever met the strict criterion, and the plan's verdict
+    counterpart's, how close it came to the strict criterion (or when it met it), and the
+    plan's verdict
     (:func:`route_verdict`)."""
     lines = [
         f"{'':28s} {'':5s} {'mean |γ|':>15s} {'σ2/σ1 of A':>25s}",
@@ -619,18 +623,27 @@ def format_route(readings: Sequence[RouteReading]) -> str:
                 f"{pair(r.ratio_early[layer], r.ratio_late[layer]):>15s}"
             )
     for r in readings:
-        strict = "never" if r.strict_step is None else f"at step {r.strict_step:,}"
+        strict = (
+            f"strict: closest ×{r.strict_closest:.0f}"
+            if r.strict_step is None
+            else f"strict: met at {r.strict_step:,}"
+        )
         lines.append(
-            f"{r.run}: val loss {r.val_loss:.2f} (cosine {r.val_loss_cosine:.2f}), "
-            f"strict met {strict}"
+            f"{r.run}: val loss {r.val_loss:.2f} (cosine {r.val_loss_cosine:.2f}), {strict}"
         )
     lines.append(f"the plan's verdict: {route_verdict(readings)}")
     return "\n".join(lines)
 
 
 #: The series of :func:`route_panels`: σ2/σ1 of A (solid) and mean ``|γ|`` (dashed), each for the
-#: constant-rate run and for its cosine counterpart.
-ROUTE_SERIES = ("σ2/σ1 of A, constant", "σ2/σ1 of A, cosine", "|γ|, constant", "|γ|, cosine")
+#: constant-rate run and for its cosine counterpart (γ from the counterpart's rerun: another draw
+#: of its recipe, since the hunt's record lacks γ).
+ROUTE_SERIES = (
+    "σ2/σ1 of A, constant",
+    "σ2/σ1 of A, cosine",
+    "|γ|, constant",
+    "|γ|, cosine (rerun)",
+)
 
 
 def route_panels(
@@ -721,7 +734,8 @@ def format_reruns(records: dict[str, dict], reruns: dict[str, dict]) -> str:
     """The reruns of the collapse hunt beside its records, one run a line (at most
     :data:`MAX_WIDTH` characters): the :func:`end_value` of the RMS order parameter in the record
     and in the rerun, the rerun's mean ``|γ|`` at the end per layer (:func:`end_layers`), and
-    the rank correlation of γ with the order parameter along the rerun (:func:`gamma_order_rank`).
+    the rank correlation of γ with the order parameter along the rerun (:func:`gamma_order_rank`),
+    and the rerun's last validation loss minus the record's (nats/token).
     ``records`` and ``reruns``: run name → record (probes at the top level); the runs of
     ``reruns``, in its order.
 
@@ -734,13 +748,16 @@ def format_reruns(records: dict[str, dict], reruns: dict[str, dict]) -> str:
     if missing:
         raise ValueError(f"reruns without a record: {missing}")
     lines = [
-        f"{'run':19s} {'end value, order (RMS)':>24s}   {'end mean |γ|':>14s} {'γ~order':>8s}",
-        f"{'':19s} {'record':>11s} {'rerun':>12s}   {'layer 0, 1…':>14s} {'(rank r)':>8s}",
+        f"{'run':19s} {'end value, order (RMS)':>24s}   {'end mean |γ|':>14s} {'γ~order':>8s} "
+        f"{'Δ val':>6s}",
+        f"{'':19s} {'record':>11s} {'rerun':>12s}   {'layer 0, 1…':>14s} {'(rank r)':>8s} "
+        f"{'loss':>6s}",
     ]
     for name, rerun in reruns.items():
         gamma = ", ".join(f"{g:.2g}" for g in end_layers(rerun, "metric_norm_scale"))
         lines.append(
             f"{name:19s} {end_value(records[name]):11.1e} {end_value(rerun):12.1e}   {gamma:>14s} "
-            f"{gamma_order_rank(rerun):8.2f}"
+            f"{gamma_order_rank(rerun):8.2f} "
+            f"{rerun['val_loss'][-1] - records[name]['val_loss'][-1]:+6.3f}"
         )
     return "\n".join(lines)
