@@ -703,3 +703,27 @@ def test_chapter11_prose_on_the_hunts_reruns_holds_on_their_records():
     for n in ("base", "base_seed2", "corpus1.5M", "metric_depth8"):  # not in step
         assert -0.25 <= cr.gamma_order_rank(reruns[n]) <= 0.25, n
     assert len(reruns["batch64"]["step"]) == 7 and cr.gamma_order_rank(reruns["batch64"]) > 0.9
+
+
+def test_chapter11_prose_on_gamma_against_beta_and_on_the_reruns_parting():
+    """Chapter 11: γ shrinks only until it is of the size of β (within a factor of about two,
+    layer by layer: the nearest run's shipped model, the runs held at the peak rate at their end),
+    and a rerun parts from its record within a few hundred steps (the probes agree at step 0 and
+    differ at step 250)."""
+    from kvattn import collapse_report as cr
+    from kvattn import diagnostics
+    from kvattn.data import collapse_hunt, hunt_study
+
+    norm = diagnostics.metric_norm(load_pretrained(collapse_hunt(cr.HUNT_NEAREST, checkpoint=True)))
+    assert all(0.4 <= g / b <= 2.5 for g, b in zip(norm.scale, norm.shift, strict=True))
+    for name in ("lr1e-2_wu500_constant", "lr1e-2_wu500_seed2_constant"):
+        held = json.loads(hunt_study("constant_rate", name).read_text())
+        end = held["step"][-1]
+        gamma = cr.window_reading(held, "metric_norm_scale", end)
+        beta = cr.window_reading(held, "metric_norm_shift", end)
+        assert all(0.4 <= g / b <= 2.5 for g, b in zip(gamma, beta, strict=True)), name
+    for name in ("base", "lr1e-2_wu500"):
+        record = json.loads(collapse_hunt(name).read_text())
+        rerun = json.loads(hunt_study("hunt_reruns", name).read_text())
+        assert rerun["G_order_rms"][0] == record["G_order_rms"][0]  # the same start
+        assert rerun["step"][1] == 250 and rerun["G_order_rms"][1] != record["G_order_rms"][1]
