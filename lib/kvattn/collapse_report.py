@@ -483,13 +483,7 @@ def window_reading(probes: dict, measure: str, end_step: int) -> tuple[float, ..
             f"{measure}: {len(rows)} readings up to step {end_step}, "
             f"the window needs {WINDOW_PROBES}"
         )
-    readings = []
-    for layer in range(len(rows[0])):
-        known = [row[layer] for row in rows if row[layer] is not None]
-        if not known:
-            raise ValueError(f"{measure}: layer {layer} has no value up to step {end_step}")
-        readings.append(float(median(known)))
-    return tuple(readings)
+    return _layer_medians(rows, measure, f"up to step {end_step}")
 
 
 @dataclass(frozen=True)
@@ -701,14 +695,18 @@ def end_layers(probes: dict, measure: str) -> tuple[float, ...]:
     rows = [v for v in probes.get(measure) or [] if v is not None]
     if not rows:
         raise ValueError(f"probes hold no {measure} readings")
-    last = rows[-max(1, len(rows) // 4) :]
-    ends = []
-    for layer in range(len(last[0])):
-        known = [row[layer] for row in last if row[layer] is not None]
+    return _layer_medians(rows[-max(1, len(rows) // 4) :], measure, "in the last quarter")
+
+
+def _layer_medians(rows: list, measure: str, where: str) -> tuple[float, ...]:
+    """Per layer, the median of ``rows`` (per-layer readings; ``None`` entries left out)."""
+    medians = []
+    for layer in range(len(rows[0])):
+        known = [row[layer] for row in rows if row[layer] is not None]
         if not known:
-            raise ValueError(f"{measure}: layer {layer} has no reading in the last quarter")
-        ends.append(float(median(known)))
-    return tuple(ends)
+            raise ValueError(f"{measure}: layer {layer} has no reading {where}")
+        medians.append(float(median(known)))
+    return tuple(medians)
 
 
 def gamma_order_rank(record: dict) -> float:

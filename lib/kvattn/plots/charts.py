@@ -24,6 +24,7 @@ from .checks import (
     _require_items,
     _require_length,
     _require_number,
+    _require_threshold,
 )
 from .style import (
     LAYOUT,
@@ -567,6 +568,7 @@ def run_curves(
     check_bool("log_y", log_y, typed=True)
     _require_items("curves", curves, container=Mapping)
     _require_number("height", height, 1, integer=True)
+    _require_threshold(threshold, log_y)
     drawn = {}
     for label, pair in curves.items():
         if not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -589,16 +591,6 @@ def run_curves(
             )
         )
     if threshold is not None:
-        if (
-            not isinstance(threshold, tuple | list)
-            or len(threshold) != 2
-            or not isinstance(threshold[1], str)
-        ):
-            raise ValueError(f"threshold must be (value, label), got {threshold!r:.80}")
-        biggest = float(np.finfo(float).max)  # refuses ±inf
-        _require_number(
-            "threshold value", threshold[0], np.nextafter(0.0, 1.0) if log_y else -biggest, biggest
-        )
         lo = min(float(x.min()) for x, _ in drawn.values())
         hi = max(float(x.max()) for x, _ in drawn.values())
         fig.add_trace(

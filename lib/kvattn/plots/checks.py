@@ -181,3 +181,20 @@ def _require_color_map(colors: object) -> None:
     for name, value in colors.items():
         if value is not None:
             _require_color(f"colors[{name!r}]", value)
+
+
+def _require_threshold(threshold: object, log_y: bool) -> None:
+    """``threshold`` is None or ``(value, label)``: a finite number (positive on a logarithmic
+    axis) and a str, the dashed line a run plot draws across its x range."""
+    if threshold is None:
+        return
+    if (
+        not isinstance(threshold, tuple | list)
+        or len(threshold) != 2
+        or not isinstance(threshold[1], str)
+    ):
+        raise ValueError(f"threshold must be (value, label), got {threshold!r:.80}")
+    biggest = float(np.finfo(float).max)  # refuses ±inf
+    _require_number(
+        "threshold value", threshold[0], np.nextafter(0.0, 1.0) if log_y else -biggest, biggest
+    )

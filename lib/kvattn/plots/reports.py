@@ -18,6 +18,7 @@ from .checks import (
     _require_color_map,
     _require_items,
     _require_number,
+    _require_threshold,
     _require_value,
 )
 from .style import LAYER_COLORS, LAYOUT, _round
@@ -354,14 +355,7 @@ def run_panels(
             names += [name] if name not in names else []
     if len(names) > len(LAYER_COLORS):
         raise ValueError(f"{len(names)} series names, more than the {len(LAYER_COLORS)} colours")
-    if threshold is not None and (
-        not isinstance(threshold, tuple | list)
-        or len(threshold) != 2
-        or not isinstance(threshold[1], str)
-    ):
-        raise ValueError(f"threshold must be (value, label), got {threshold!r:.80}")
-    if threshold is not None:
-        _require_number("threshold value", threshold[0], 1e-300 if log_y else -1e300, 1e300)
+    _require_threshold(threshold, log_y)
     rows = -(-len(drawn) // cols)
     fig = make_subplots(
         rows=rows,
