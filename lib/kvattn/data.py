@@ -752,8 +752,9 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
 
 
 #: The plans whose runs are collapse-hunt runs made with changes (``kvattn-reproduce hunt
-#: --plan``): issue 31's constant-rate test and the reruns that record the LayerNorm scale.
-HUNT_STUDIES = ("constant_rate", "hunt_reruns")
+#: --plan``): issue 31's constant-rate test, the reruns that record the LayerNorm scale, and
+#: issue 37's depth experiment.
+HUNT_STUDIES = ("constant_rate", "hunt_reruns", "metric_depth")
 
 
 def hunt_study(study: str, name: str) -> Path:

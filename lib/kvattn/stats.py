@@ -5,6 +5,9 @@
 * its confidence interval (:func:`t_interval`) and the equivalence test (:func:`equivalence_p`,
   two one-sided tests [schuirmann1987tost]);
 * the design's power: :func:`minimum_detectable_effect` and :func:`pairs_needed`;
+* a dose-response experiment (the depth experiment of chapter 11): :func:`dose_verdict` reads
+  the fall of a measure from the lowest dose to the highest by its plan's rule, and
+  :func:`dose_power` gives each verdict's probability for a design;
 * the checks a stored summary must pass (:func:`check_paired_summary`);
 * Holm's step-down correction for several tests (:func:`holm`, :func:`holm_thresholds`
   [holm1979simple]);
@@ -191,6 +194,139 @@ def pairs_needed(sd: float, target: float, alpha: float = 0.05, power: float = 0
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
+
+
+@dataclass(frozen=True)
+class DepthReading:
+    """A dose-response reading of a planned experiment: the least-squares line of ``y`` on the
+    dose ``x``, read as the fall ``drop = −slope × (high − low)`` from the lowest dose to the
+    highest, with one-sided ``1 − alpha`` bounds (Student's t, n − 2 degrees of freedom), and the
+    verdict of :func:`dose_verdict`."""
+
+    slope: float
+    se: float
+    dof: int
+    drop: float
+    drop_lower: float
+    drop_upper: float
+    verdict: str
+
+
+def dose_verdict(
+    x: Sequence[float], y: Sequence[float], margin: float, alpha: float = 0.05
+) -> DepthReading:
+    """Read a dose-response experiment by its plan's rule: fit ``y = a + slope·x`` by least
+    squares, take the fall from the lowest to the highest dose ``drop = −slope·(max x − min x)``
+    and its one-sided ``1 − alpha`` bounds, and decide
+
+    * ``"supported"``: ``drop ≥ margin`` and the lower bound above 0 (y falls with x, by at
+      least the margin);
+    * ``"refuted"``: the upper bound below ``margin`` (y falls by less than the margin, if at
+      all, with confidence);
+    * ``"not resolved"`` otherwise.
+
+    Units: ``drop`` and ``margin`` are in the units of ``y`` (decades, for a log10 measure).
+
+    Raises
+    ------
+    ValueError
+        ``x`` and ``y`` not sequences of the same length ≥ 3 of finite numbers, fewer than two
+        distinct doses, a non-positive ``margin`` or ``alpha`` outside (0, 1).
+    """
+    if not (is_list_like(x) and is_list_like(y)) or len(x) != len(y) or len(x) < 3:
+        raise ValueError("x and y must be sequences of the same length >= 3 (one per run)")
+    if not all(is_real(v) for v in (*x, *y)):
+        raise ValueError("x and y must hold finite numbers (a missing reading is no reading)")
+    if len(set(x)) < 2:
+        raise ValueError("x must hold at least two distinct doses")
+    if not (is_real(margin) and margin > 0):
+        raise ValueError(f"margin must be a positive finite number, got {margin!r}")
+    if not (is_real(alpha) and 0 < alpha < 1):
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((a - mx) ** 2 for a in x)
+    slope = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
+    resid = [b - my - slope * (a - mx) for a, b in zip(x, y, strict=True)]
+    dof = n - 2
+    se = math.sqrt(sum(r * r for r in resid) / dof / sxx) if dof else math.inf
+    span = max(x) - min(x)
+    drop = -slope * span
+    t = float(stats.t.ppf(1 - alpha, dof)) if dof else math.inf
+    lower, upper = drop - t * se * span, drop + t * se * span
+    if drop >= margin and lower > 0:
+        verdict = "supported"
+    elif upper < margin:
+        verdict = "refuted"
+    else:
+        verdict = "not resolved"
+    return DepthReading(slope, se, dof, drop, lower, upper, verdict)
+
+
+#: The most simulated experiments :func:`dose_power` runs (a larger request is refused: it
+#: would not finish in a chapter's time).
+MAX_SIMULATIONS = 200_000
+
+
+def dose_power(
+    doses: Sequence[float],
+    n: int,
+    sd: float,
+    drop: float,
+    margin: float,
+    alpha: float = 0.05,
+    simulations: int = 20_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The probability of each verdict of :func:`dose_verdict` for a design of ``n`` runs at
+    each dose, when the true fall from the lowest dose to the highest is ``drop`` (linear in the
+    dose) and runs scatter normally with standard deviation ``sd`` about the line: a Monte Carlo
+    estimate over ``simulations`` experiments drawn with ``seed`` (standard error at most
+    0.5/√simulations). Units of ``sd``, ``drop`` and ``margin``: those of the measure.
+
+    Returns ``{"supported": p, "refuted": p, "not resolved": p}``, summing to 1.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two distinct ``doses``, ``n`` not an int ≥ 1 (with ≥ 3 runs in all), ``sd``
+        not positive, ``drop`` not finite, bad ``margin``/``alpha`` (as :func:`dose_verdict`),
+        or ``simulations`` not an int in [100, :data:`MAX_SIMULATIONS`].
+    """
+    if not is_list_like(doses) or len(set(doses)) < 2 or not all(is_real(d) for d in doses):
+        raise ValueError("doses must be a sequence of at least two distinct finite numbers")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n * len(doses) < 3:
+        raise ValueError(f"n must be an int >= 1 giving at least 3 runs in all, got {n!r}")
+    if not (is_real(sd) and sd > 0) or not is_real(drop):
+        raise ValueError(f"sd must be positive and drop finite, got {sd!r}, {drop!r}")
+    if not (is_real(margin) and margin > 0 and is_real(alpha) and 0 < alpha < 1):
+        raise ValueError(f"margin must be positive and alpha in (0, 1), got {margin}, {alpha}")
+    if (
+        isinstance(simulations, bool)
+        or not isinstance(simulations, int)
+        or not 100 <= simulations <= MAX_SIMULATIONS
+    ):
+        raise ValueError(
+            f"simulations must be an int in [100, {MAX_SIMULATIONS}], got {simulations!r}"
+        )
+    x = torch.tensor([float(d) for d in doses for _ in range(n)], dtype=torch.float64)
+    slope = -drop / (max(doses) - min(doses))
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(simulations, len(x), generator=gen, dtype=torch.float64) * sd
+    y = slope * x + noise
+    xc = x - x.mean()
+    sxx = float((xc**2).sum())
+    b = (y - y.mean(1, keepdim=True)) @ xc / sxx
+    resid = y - y.mean(1, keepdim=True) - b[:, None] * xc
+    dof = len(x) - 2
+    se = (resid.pow(2).sum(1) / dof / sxx).sqrt()
+    span = max(doses) - min(doses)
+    t = float(stats.t.ppf(1 - alpha, dof))
+    d_hat = -b * span
+    supported = (d_hat >= margin) & (d_hat - t * se * span > 0)
+    refuted = ~supported & (d_hat + t * se * span < margin)
+    p_sup, p_ref = float(supported.double().mean()), float(refuted.double().mean())
+    return {"supported": p_sup, "refuted": p_ref, "not resolved": 1 - p_sup - p_ref}
 
 
 def _check_p_values(p_values: Sequence[float], alpha: float) -> list[float]:

@@ -1,9 +1,11 @@
-"""Diagnostics of trained PLDR-LLMs, in three modules:
+"""Diagnostics of trained PLDR-LLMs, in four modules:
 
 * :mod:`kvattn.diagnostics.measures` — tensor measures (order parameters, rank-1 audit,
   Perron–Frobenius, asymmetry, the NOTEARS function) and the checks the diagnostics share;
 * :mod:`kvattn.diagnostics.heads` — RoPE and its commutant, heads as bilinear forms, the
   deductive tensors' profile, the steps of the collapse mechanism;
+* :mod:`kvattn.diagnostics.rowmap` — the metric learner's row map: gains per unit and
+  composite, A's row-energy split through the last LayerNorm;
 * :mod:`kvattn.diagnostics.collapse` — inference collapse: its measures, the probe record of
   pre-training and the collapse criteria, defined once.
 
@@ -15,6 +17,7 @@ from .collapse import (
     COLLAPSE_LAYER_MEASURES,
     COLLAPSE_MODEL_MEASURES,
     COLLAPSE_NORM_MEASURES,
+    COLLAPSE_ROW_MAP_MEASURES,
     PROBES_FILE,
     CollapseCriterion,
     CollapseMeasures,
@@ -30,7 +33,6 @@ from .collapse import (
     load_probes,
     new_probes,
     probe_reading,
-    row_map_gain,
 )
 from .heads import (
     DEDUCTIVE,
@@ -60,6 +62,8 @@ from .measures import (
     perron_frobenius,
     rank_audit,
 )
+
+from .rowmap import RowEnergySplit, UnitGains, row_energy_split, row_map_gain, unit_gains
 
 __all__ = [
     "COLLAPSE_CRITERIA",
@@ -104,6 +108,11 @@ __all__ = [
     "rope_planes",
     "rope_rotation",
     "row_map_gain",
+    "row_energy_split",
+    "unit_gains",
+    "UnitGains",
+    "RowEnergySplit",
+    "COLLAPSE_ROW_MAP_MEASURES",
     "swap_attention_qk",
     "twirl",
 ]

@@ -2,8 +2,9 @@
 
 * by what it does: :func:`g_substitution` (the loss when a layer's G_LM is replaced by a donor's
   or by I), :func:`attention_shift_bound` (how far attention can move when G_LM does);
-* by the metric learner: :func:`row_map_gain`, and the scale of its last LayerNorm
-  (:func:`~kvattn.diagnostics.measures.metric_norm`);
+* by the metric learner: the scale of its last LayerNorm
+  (:func:`~kvattn.diagnostics.measures.metric_norm`) and its row map
+  (:mod:`kvattn.diagnostics.rowmap`: gains per unit and composite, A's row-energy split);
 * during training: :func:`collapse_measures` on fixed probes (order parameters, rank-1 audit,
   G substitution and LayerNorm scale per layer), the trajectories pre-training saves as
   ``probes.json`` (:data:`PROBES_FILE`, :func:`new_probes`, :func:`append_probe`,
@@ -16,7 +17,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -30,7 +30,8 @@ from .._checks import check_finite, check_square, is_int, is_real
 from ..ablations import constant_g_from, generation_mode_logits
 from ..losses import lm_cross_entropy
 from ..pldr import PLDRLLM
-from .heads import DEDUCTIVE, deductive_profile, deductive_tensors
+from .heads import _last_position, deductive_profile, deductive_tensors
+from .rowmap import RowEnergySplit, UnitGains, row_energy_split, unit_gains
 from .measures import (
     MetricNorm,
     _check_blocks,
@@ -42,85 +43,6 @@ from .measures import (
 )
 
 Tensor = torch.Tensor
-
-
-def row_map_gain(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
-    """How strongly each layer's metric learner still responds to its input: the largest
-    singular value of the Jacobian of the row map, median over the rows the probes visit.
-
-    The metric learner acts on each row of ``LayerNorm(A0)`` on its own: a row ``r`` of length
-    d_k goes through the residual units to the same row of A, ``φ(r)``. Its Jacobian ``∂φ/∂r``
-    (d_k × d_k) says how much A can still change when the input changes; a row map that has
-    flattened to a constant has gain 0 and makes A, hence G_LM, the same for every input
-    (row-map collapse). For each probe (at its last position, as :func:`collapse_measures`) and
-    head, every one of the d_k rows is a visited row.
-
-    Parameters
-    ----------
-    model:
-        A :class:`kvattn.pldr.PLDRLLM` with PLGA (any device; run in eval mode, mode restored).
-    probes:
-        One or more token-id tensors ``[1, S]``.
-
-    Returns
-    -------
-    CPU float64 tensor ``[L, H]``: per layer and head, the median over the visited rows of
-    ``‖∂φ/∂r‖₂`` (dimensionless: A and its input are both LayerNorm outputs). Units whose GLU
-    blocks add nothing give gain 1 (LayerNorm of a LayerNormed row is a projection); a randomly
-    initialised metric learner gives about 1.2.
-
-    Source: the row-map collapse criterion of the training-dynamics study (``gokden2026dynamics``,
-    repository PLDR-LLM-Training-Dynamics: median top singular value of the row map's Jacobian
-    over visited rows, collapsed below 0.1); computed here with ``torch.func`` (one Jacobian per
-    row) on CPU float64 copies of the LayerNorm and the units, whatever the model's device.
-
-    Raises
-    ------
-    TypeError
-        ``model`` is not a PLGA PLDRLLM (a GPT or a constant-G model has no metric learner),
-        ``probes`` is not a list or tuple, or a probe is not an int64 (or int32) tensor.
-    ValueError
-        No probes, a probe not of shape ``[1, S]`` with S ≥ 1 or on the meta device, or two
-        probes with the same ids (a repeat would count its rows twice in the median).
-    """
-
-    if not isinstance(model, PLDRLLM) or model.kind != "plga":
-        raise TypeError("model must be a PLDRLLM with PLGA (only PLGA has a metric learner)")
-    _check_probes(probes, 1, "need a list of one or more probes", distinct=True)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            outputs = [
-                [_last_position(o) for o in out]
-                for out in deductive_tensors(model, [p.to(device) for p in probes])
-            ]
-        gains = []
-        for layer, block in enumerate(model.decoder.dec_layers):
-            attention = block.mha1
-            # CPU float64 copies of the (small) row map: the analysis convention of this module,
-            # and torch.func then never meets an accelerator's kernels or MPS's lack of float64
-            norm, units = (
-                copy.deepcopy(m).to(device="cpu", dtype=torch.float64)
-                for m in (attention.layernorm1, attention.reslayerAs)
-            )
-
-            def row_map(r: Tensor, units=units) -> Tensor:
-                for unit in units:
-                    r = unit(r)
-                return r
-
-            A0 = torch.cat([cpu64(o[layer].A0) for o in outputs])  # [P, H, d, d]
-            with torch.no_grad():
-                rows = norm(A0)
-            J = torch.func.vmap(torch.func.jacrev(row_map))(rows.reshape(-1, rows.shape[-1]))
-            gain = torch.linalg.matrix_norm(J.detach(), ord=2).reshape(rows.shape[:-1])
-            # median over the visited rows: every probe and every row of each head's matrix
-            gains.append(gain.transpose(0, 1).reshape(gain.shape[1], -1).median(-1).values)
-    finally:
-        model.train(was_training)
-    return torch.stack(gains)
 
 
 def attention_shift_bound(q: Tensor, k: Tensor, v: Tensor, delta: Tensor) -> Tensor:
@@ -293,6 +215,13 @@ COLLAPSE_MODEL_MEASURES = ("loss", "delta_loss", "agreement", "identity_delta", 
 #: trajectory: those recorded before they were added lack them (see :func:`load_probes`).
 COLLAPSE_NORM_MEASURES = ("metric_norm_scale", "metric_norm_shift")
 
+#: Per-layer measures of the metric learner's row map (:mod:`kvattn.diagnostics.rowmap`):
+#: ``unit_gain`` (per layer, one gain per residual unit), ``composite_gain``, ``A_row_energy``
+#: and ``shape_row_energy`` (one number per layer: :class:`~kvattn.diagnostics.rowmap.UnitGains`
+#: and :class:`~kvattn.diagnostics.rowmap.RowEnergySplit`). Optional in a trajectory, as the
+#: LayerNorm measures are: those recorded before they were added lack them.
+COLLAPSE_ROW_MAP_MEASURES = ("unit_gain", "composite_gain", "A_row_energy", "shape_row_energy")
+
 
 @dataclass(frozen=True)
 class CollapseMeasures:
@@ -329,6 +258,8 @@ class CollapseMeasures:
     identity_delta: float
     share_of_g_effect: float
     norm: MetricNorm
+    gains: UnitGains | None = None
+    energy: RowEnergySplit | None = None
 
     def layers(self, name: str) -> Tensor:
         """``heads[name]`` averaged over heads, ``[L]`` (CPU float64)."""
@@ -353,23 +284,12 @@ class CollapseMeasures:
             COLLAPSE_NORM_MEASURES, (self.norm.scale, self.norm.shift), strict=True
         ):
             record[name] = [plain(float(v)) for v in values]
+        gains, energy = self.gains, self.energy
+        record["unit_gain"] = gains and [[plain(float(v)) for v in row] for row in gains.unit]
+        record["composite_gain"] = gains and [plain(float(v)) for v in gains.composite]
+        record["A_row_energy"] = energy and [plain(float(v)) for v in energy.A_energy]
+        record["shape_row_energy"] = energy and [plain(float(v)) for v in energy.shape_total]
         return record
-
-
-def _last_position(outputs):
-    """The deductive outputs of a prefix-density layer (``[B, H, S, d_k, d_k]``) at the last
-    position, whose density sums over the whole probe as the block density does; others as
-    they are."""
-    import dataclasses
-
-    return dataclasses.replace(
-        outputs,
-        **{
-            name: t[:, :, -1]
-            for name in (*DEDUCTIVE, "A0")
-            if (t := getattr(outputs, name)) is not None and t.ndim == 5
-        },
-    )
 
 
 @torch.no_grad()
@@ -457,6 +377,8 @@ def collapse_measures(model: PLDRLLM, probes: list[Tensor], eval_ids: Tensor) ->
         identity_delta=sub.identity_delta,
         share_of_g_effect=delta / sub.identity_delta + 0.0 if sub.identity_delta else math.nan,
         norm=metric_norm(model),
+        gains=unit_gains(model, probes) if model.kind == "plga" else None,
+        energy=row_energy_split(model, probes) if model.kind == "plga" else None,
     )
 
 
@@ -467,7 +389,7 @@ PROBES_FILE = "probes.json"
 def new_probes(probe_blocks: int) -> dict:
     """An empty trajectory: ``probe_blocks``, ``step`` and one list per recorded measure."""
     names = [*COLLAPSE_LAYER_MEASURES, *(f"{n}_heads" for n in COLLAPSE_LAYER_MEASURES)]
-    names += [*COLLAPSE_MODEL_MEASURES, *COLLAPSE_NORM_MEASURES]
+    names += [*COLLAPSE_MODEL_MEASURES, *COLLAPSE_NORM_MEASURES, *COLLAPSE_ROW_MAP_MEASURES]
     return {"probe_blocks": probe_blocks, "step": [], **{n: [] for n in names}}
 
 
@@ -538,7 +460,7 @@ def load_probes(path: str | Path) -> dict:
         raise ValueError(f"{candidate} is not valid JSON: {err}") from None
     if not isinstance(probes, dict) or not isinstance(probes.get("step"), list):
         raise ValueError(f"{candidate} must hold a JSON object with a 'step' list")
-    optional = set(COLLAPSE_NORM_MEASURES) - set(probes)
+    optional = {*COLLAPSE_NORM_MEASURES, *COLLAPSE_ROW_MAP_MEASURES} - set(probes)
     expected = set(new_probes(0)) - optional
     missing = sorted(expected - set(probes))
     if missing:
@@ -609,13 +531,29 @@ def _check_probe_entries(probes: dict, candidate: Path) -> None:
                 raise ValueError(
                     f"{candidate}: {name}[{i}] must be a number (or null), got {_short(value)}"
                 )
-    for name in set(COLLAPSE_NORM_MEASURES) & set(probes):
+    per_layer = set(COLLAPSE_NORM_MEASURES) | set(COLLAPSE_ROW_MAP_MEASURES) - {"unit_gain"}
+    for name in per_layer & set(probes):
         for i, entry in enumerate(probes[name]):
             if not (entry is None or numbers(entry, layers)):
                 raise ValueError(
                     f"{candidate}: {name}[{i}] must be null (not measured) or a list of {layers} "
                     f"numbers (or null), one per layer, got {_short(entry)}"
                 )
+    units = _most_common([len(r) for e in probes.get("unit_gain", []) if e for r in e])
+    for i, entry in enumerate(probes.get("unit_gain", [])):
+        if not (
+            entry is None
+            or (
+                isinstance(entry, list)
+                and len(entry) == layers
+                and all(numbers(row, units) for row in entry)
+            )
+        ):
+            raise ValueError(
+                f"{candidate}: unit_gain[{i}] must be null (not measured) or a list of {layers} "
+                f"lists (one per layer) of {units} numbers (or null), one per unit, got "
+                f"{_short(entry)}"
+            )
 
 
 def _most_common(lengths: list[int]) -> int:

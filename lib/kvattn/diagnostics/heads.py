@@ -12,6 +12,7 @@ explorer's compute function); and the three steps of the collapse mechanism of c
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -245,6 +246,20 @@ class DeductiveProfile:
 
 
 @torch.no_grad()
+def _last_position(outputs):
+    """The deductive outputs of a prefix-density layer (``[B, H, S, d_k, d_k]``) at the last
+    position, whose density sums over the whole probe as the block density does; others as
+    they are."""
+    return dataclasses.replace(
+        outputs,
+        **{
+            name: t[:, :, -1]
+            for name in (*DEDUCTIVE, "A0")
+            if (t := getattr(outputs, name)) is not None and t.ndim == 5
+        },
+    )
+
+
 def deductive_tensors(model: DecoderLM, prompts: list[Tensor]) -> list[list]:
     """The deductive outputs of every prompt: ``out[p][layer]`` is a
     :class:`kvattn.pldr.DeductiveOutputs`; each prompt is token ids of shape ``(1, S)``.
