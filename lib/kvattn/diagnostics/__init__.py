@@ -62,7 +62,6 @@ from .measures import (
     perron_frobenius,
     rank_audit,
 )
-
 from .rowmap import RowEnergySplit, UnitGains, row_energy_split, row_map_gain, unit_gains
 
 __all__ = [
@@ -70,6 +69,7 @@ __all__ = [
     "COLLAPSE_LAYER_MEASURES",
     "COLLAPSE_MODEL_MEASURES",
     "COLLAPSE_NORM_MEASURES",
+    "COLLAPSE_ROW_MAP_MEASURES",
     "DEDUCTIVE",
     "PROBES_FILE",
     "CollapseCriterion",
@@ -80,6 +80,8 @@ __all__ = [
     "HeadProfile",
     "MetricNorm",
     "RankAudit",
+    "RowEnergySplit",
+    "UnitGains",
     "append_probe",
     "asymmetry",
     "attention_input",
@@ -107,12 +109,9 @@ __all__ = [
     "rank_audit",
     "rope_planes",
     "rope_rotation",
-    "row_map_gain",
     "row_energy_split",
-    "unit_gains",
-    "UnitGains",
-    "RowEnergySplit",
-    "COLLAPSE_ROW_MAP_MEASURES",
+    "row_map_gain",
     "swap_attention_qk",
     "twirl",
+    "unit_gains",
 ]

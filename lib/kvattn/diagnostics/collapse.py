@@ -31,7 +31,6 @@ from ..ablations import constant_g_from, generation_mode_logits
 from ..losses import lm_cross_entropy
 from ..pldr import PLDRLLM
 from .heads import _last_position, deductive_profile, deductive_tensors
-from .rowmap import RowEnergySplit, UnitGains, row_energy_split, unit_gains
 from .measures import (
     MetricNorm,
     _check_blocks,
@@ -41,6 +40,7 @@ from .measures import (
     metric_norm,
     rank_audit,
 )
+from .rowmap import RowEnergySplit, UnitGains, row_energy_split, unit_gains
 
 Tensor = torch.Tensor
 
