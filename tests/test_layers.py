@@ -40,6 +40,7 @@ LAYERS = {
     "experiments": 8,
     "contrast_report": 9,
     "collapse_report": 9,
+    "depth_report": 10,  # reads the depth experiment with collapse_report's windows
     "generate": 8,
     "benchmark": 8,
     "reproduce": 9,

@@ -135,3 +135,59 @@ def test_interval_and_equivalence_refuse_a_summary_no_t_test_gives(mean, se, n, 
         with pytest.raises(ValueError, match=message):
             call()
     assert stats.check_paired_summary(0.1, 0.0, 2) is None
+
+
+def test_dose_verdict_is_the_least_squares_line_read_by_the_plans_rule():
+    """The slope and its standard error are scipy's linregress; the fall from the lowest dose to
+    the highest is −slope × span with one-sided t bounds; the verdict follows the rule."""
+    from scipy.stats import linregress, t
+
+    from kvattn.stats import dose_verdict
+
+    x = [2, 2, 2, 4, 4, 4, 8, 8, 8]
+    y = [-1.0, -1.3, -0.8, -1.6, -2.0, -1.5, -3.1, -2.6, -3.4]
+    reading = dose_verdict(x, y, margin=1.0)
+    fit = linregress(x, y)
+    assert reading.slope == pytest.approx(fit.slope) and reading.se == pytest.approx(fit.stderr)
+    assert reading.drop == pytest.approx(-6 * fit.slope)
+    half = t.ppf(0.95, 7) * fit.stderr * 6
+    assert reading.drop_lower == pytest.approx(reading.drop - half)
+    assert reading.verdict == "supported"
+    flat = [-1.0, -1.3, -0.8, -1.1, -0.9, -1.2, -1.0, -1.1, -0.9]
+    assert dose_verdict(x, flat, margin=1.0).verdict == "refuted"
+    noisy = [-1.0, 0.5, -2.5, -1.6, 0.3, -2.9, -2.1, -0.4, -3.4]
+    assert dose_verdict(x, noisy, margin=1.0).verdict == "not resolved"
+    # rising, by a lot: not supported, and refuted (the fall is surely below the margin)
+    assert dose_verdict(x, [-v for v in y], margin=1.0).verdict == "refuted"
+
+
+def test_dose_verdict_refuses_what_it_cannot_read():
+    from kvattn.stats import dose_verdict
+
+    with pytest.raises(ValueError, match="same length"):
+        dose_verdict([2, 4], [1.0, 2.0], 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        dose_verdict([2, 4, 8], [1.0, float("nan"), 2.0], 1.0)
+    with pytest.raises(ValueError, match="distinct"):
+        dose_verdict([2, 2, 2], [1.0, 2.0, 3.0], 1.0)
+    with pytest.raises(ValueError, match="margin"):
+        dose_verdict([2, 4, 8], [1.0, 2.0, 3.0], 0)
+
+
+def test_dose_power_grows_with_seeds_and_matches_the_normal_theory_at_large_n():
+    """More seeds per dose raise the power to support a true fall and to refute none; with a
+    fall far beyond the margin support is near certain; the design of the depth plan (3 seeds,
+    sd 0.45) gives the plan's 0.91 and 0.80."""
+    from kvattn.stats import MAX_SIMULATIONS, dose_power
+
+    two = dose_power([2, 4, 8], 2, 0.45, 1.5, 1.0)
+    three = dose_power([2, 4, 8], 3, 0.45, 1.5, 1.0)
+    assert three["supported"] > two["supported"]
+    assert sum(three.values()) == pytest.approx(1.0)
+    assert three["supported"] == pytest.approx(0.91, abs=0.01)
+    assert dose_power([2, 4, 8], 3, 0.45, 0.0, 1.0)["refuted"] == pytest.approx(0.80, abs=0.01)
+    assert dose_power([2, 4, 8], 3, 0.1, 5.0, 1.0)["supported"] > 0.999
+    with pytest.raises(ValueError, match="simulations"):
+        dose_power([2, 4, 8], 3, 0.45, 1.5, 1.0, simulations=MAX_SIMULATIONS + 1)
+    with pytest.raises(ValueError, match="sd"):
+        dose_power([2, 4, 8], 3, 0.0, 1.5, 1.0)
