@@ -30,7 +30,7 @@ from scipy import stats as sps
 
 from ._checks import check_fraction, is_real
 from .experiments import Contrast, ContrastResult, DoseResponse, paired_contrast
-from .stats import holm
+from .stats import holm, paired_difference, t_interval
 
 #: The size of difference the experiment was built to resolve, in nats/token.
 MARGIN = 0.01
@@ -305,6 +305,125 @@ def dose_rows(dose: DoseResponse) -> list[dict]:
             )
         rows.append(row)
     return rows
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The paired difference symmetric − gated of one σ at every evaluation along one set of
+    runs (nats/token; positive: the gated form lower): ``steps`` counts the steps trained at each
+    evaluation, ``mean`` and ``se`` the mean difference over the ``n`` pairs and its standard
+    error, ``p`` the two-sided paired t-test's p-value, and ``lower``/``upper`` the two-sided
+    Student-t interval at ``level``, each evaluation on its own (``level_each`` is the level of
+    each interval: ``level`` itself, or Bonferroni's 1 − (1 − level)/m over the m
+    evaluations)."""
+
+    act: str
+    n: int
+    level: float
+    level_each: float
+    steps: list[int]
+    mean: list[float]
+    se: list[float]
+    p: list[float]
+    lower: list[float]
+    upper: list[float]
+
+    def below_zero(self) -> list[int]:
+        """The steps at which the whole interval lies below 0 (the symmetric form lower)."""
+        return [s for s, hi in zip(self.steps, self.upper, strict=True) if hi < 0]
+
+    def above_zero(self) -> list[int]:
+        """The steps at which the whole interval lies above 0 (the gated form lower)."""
+        return [s for s, lo in zip(self.steps, self.lower, strict=True) if lo > 0]
+
+
+def paired_trajectory(
+    result: ContrastResult, act: str, level: float = 0.95, bonferroni: bool = False
+) -> Trajectory:
+    """The paired difference symmetric − gated of ``act``'s two kinds at every evaluation of
+    ``result``'s validation curves (same test seeds, same order), with its interval at
+    ``level``; with ``bonferroni``, each interval is widened to level 1 − (1 − level)/m over
+    the m evaluations, so that all of them hold together with probability at least ``level``.
+
+    An evaluation at step index i (0-based) comes after i + 1 training steps: ``steps`` holds
+    i + 1. Each run of a budget has its own learning-rate schedule, so a trajectory compares
+    the kinds along one budget's runs only.
+
+    Raises
+    ------
+    ValueError
+        ``result`` without both of ``act``'s kinds, fewer than two seeds, curves whose lengths
+        differ from the evaluation steps, or ``level`` not in (0, 1).
+    """
+    check_fraction("level", level)
+    sym, gat = f"{act} symmetric", f"{act} gated"
+    if sym not in result.curves or gat not in result.curves:
+        raise ValueError(f"the runs hold no curves of {sym!r} and {gat!r}: {list(result.curves)}")
+    m = len(result.eval_steps)
+    for kind in (sym, gat):
+        if any(len(c) != m for c in result.curves[kind]):
+            raise ValueError(f"every curve of {kind!r} must have one value per evaluation ({m})")
+    each = 1 - (1 - level) / m if bonferroni else level
+    rows = []
+    for i in range(m):
+        d = paired_difference(
+            [c[i] for c in result.curves[sym]],
+            [c[i] for c in result.curves[gat]],
+            names=(sym, gat),
+        )
+        rows.append((d.mean, d.se, d.p, *t_interval(d.mean, d.se, d.n, each)))
+    mean, se, p, lower, upper = (list(col) for col in zip(*rows, strict=True))
+    n = len(result.curves[sym])
+    steps = [s + 1 for s in result.eval_steps]
+    return Trajectory(act, n, level, each, steps, mean, se, p, lower, upper)
+
+
+def pairing_rows(runs: Mapping[str, ContrastResult], min_pairs: int = 8) -> list[dict]:
+    """How much pairing helped, per run and σ with at least ``min_pairs`` test seeds: the
+    correlation ``r`` of the two kinds' final losses across seeds (Pearson's), and ``ratio``,
+    the standard deviation of the paired differences over that of a difference of two
+    independent results, √(s_sym² + s_gated²): 1 when pairing cancels nothing, below 1 as far
+    as it cancels each seed's luck (√(1 − r) when both kinds spread alike).
+
+    Raises
+    ------
+    ValueError
+        No runs, or a σ whose final losses do not vary.
+    """
+    if not runs:
+        raise ValueError("need at least one run")
+    rows = []
+    for name, result in runs.items():
+        for act in CONTRASTS_ORDER:
+            sym, gat = result.final.get(f"{act} symmetric"), result.final.get(f"{act} gated")
+            if sym is None or gat is None or len(sym) < min_pairs:
+                continue
+            s, g = _spread(sym), _spread(gat)
+            if s == 0 or g == 0:
+                raise ValueError(f"{name}: {act}'s final losses do not vary")
+            d = paired_difference(sym, gat)
+            ms, mg = sum(sym) / len(sym), sum(gat) / len(gat)
+            cov = sum((a - ms) * (b - mg) for a, b in zip(sym, gat, strict=True))
+            r = cov / (len(sym) - 1) / (s * g)
+            rows.append(
+                dict(
+                    run=name,
+                    σ=act,
+                    pairs=d.n,
+                    r=f"{r:+.2f}",
+                    ratio=f"{d.sd / math.hypot(s, g):.2f}",
+                )
+            )
+    return rows
+
+
+#: The σ of the contrast, in the order the tables print them.
+CONTRASTS_ORDER = ("silu", "gelu", "relu")
+
+
+def _spread(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def format_table(rows: Sequence[Mapping[str, object]]) -> str:
