@@ -17,10 +17,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "kvattn"
 LAYERS = {
     "_checks": 0,
     "_files": 0,
+    "schema": 0,  # the JSON Schemas of the files the course reads (kvattn/schemas/)
     "env": 0,
     "activations": 0,
     "book": 0,
     "stats": 1,
+    "readings": 1,  # how the reports read per-layer readings (missing values, NaN)
     "data": 1,
     "losses": 2,
     "config": 1,

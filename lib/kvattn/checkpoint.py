@@ -50,6 +50,7 @@ from safetensors.torch import load_file, save_file
 from ._checks import check_device
 from .config import PLDRConfig
 from .pldr import GPT, PLDRLLM
+from .schema import read_json
 
 Tensor = torch.Tensor
 
@@ -468,8 +469,7 @@ def _verify_checkpoint(directory: Path) -> str | None:
     """Why ``directory`` is not a complete checkpoint written by kvattn, or None."""
     try:
         # config.json is written before the weights, so verified weights vouch for it
-        if not isinstance(json.loads((directory / CONFIG_NAME).read_text()), dict):
-            return f"its {CONFIG_NAME} holds no JSON object"
+        read_json(directory / CONFIG_NAME, "config")
         weights = directory / WEIGHTS_NAME
         if not weights.exists():
             return f"it has no {WEIGHTS_NAME}"
@@ -502,12 +502,7 @@ def read_config(directory: Path) -> tuple[dict, PLDRConfig]:
     file = directory / CONFIG_NAME
     if not file.exists():
         raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}")
-    try:
-        raw = json.loads(file.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{file} is not valid JSON: {err}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{file} must hold a JSON object")
+    raw = read_json(file, "config")  # SchemaError (a ValueError) names the file and the field
     architectures = raw.get("architectures")
     if architectures is not None and (
         not isinstance(architectures, list)

@@ -38,6 +38,8 @@ from .ablations import constant_g_from, generation_mode_logits
 from .data import blocks
 from .env import pick
 from .pldr import PLDRLLM
+from .readings import check_finding, check_layer_readings
+from .readings import layer_medians as _layer_medians
 from .stats import spearman, t_interval
 
 #: The widest line :func:`format_findings` prints (the text column of the book at 1280 px).
@@ -184,7 +186,8 @@ def measure_finding(
 
 
 def _number(value: float | None, width: int) -> str:
-    text = "not reported" if value is None else ("0" if value == 0 else f"{value:.1e}")
+    text = "—" if value is None else ("0" if value == 0 else f"{value:.1e}")
+    text = f"{value:.0e}" if len(text) > width else text  # e.g. 1.0e+100: one digit fewer
     return f"{text:>{width}s}"
 
 
@@ -192,7 +195,9 @@ def _delta(f: Finding) -> str:
     if f.delta_loss is None or f.delta_interval is None:
         return f"{'not reported':>18s}"
     half = (f.delta_interval[1] - f.delta_interval[0]) / 2
-    return f"{f.delta_loss:+.1e} ± {half:.1e}"
+    text = f"{f.delta_loss:+.1e} ± {half:.1e}"
+    text = text if len(text) <= 18 else f"{f.delta_loss:+.0e} ± {half:.0e}"
+    return f"{text:>18s}"
 
 
 def _study(f: Finding) -> str:
@@ -208,16 +213,24 @@ def _study(f: Finding) -> str:
 
 
 def _gamma(f: Finding) -> str:
+    """Mean ``|γ|`` per layer in 14 characters; where the layers do not fit (the published
+    model's five), the smallest and largest over them and the count of layers."""
     if f.gamma is None:
         return f"{'not reported':>14s}"
-    return f"{', '.join(f'{g:.2g}' for g in f.gamma):>14s}"
+    text = ", ".join(f"{g:.2g}" for g in f.gamma)
+    lo, hi, n = min(f.gamma), max(f.gamma), len(f.gamma)
+    for fit in (text, f"{lo:.2g}–{hi:.2g} ({n})"):
+        if len(fit) <= 14:
+            return f"{fit:>14s}"
+    return f"{f'{lo:.0e}–{hi:.0e}':>14s}"  # |γ| ≥ 0 (checked): at most 11 characters
 
 
 def format_findings(rows: Sequence[Finding]) -> str:
     """The table of ``rows``, one model a line, at most :data:`MAX_WIDTH` characters a line:
     the RMS order parameter of G_LM, whether it meets the study's criterion
     (``COLLAPSE_CRITERIA["study"]``, "met" or "not"), the frozen-G Δ loss ± the half-width of
-    its 95 % interval (nats/token), σ2/σ1 of A, mean ``|γ|`` per layer and the KV + G prompts
+    its 95 % interval (nats/token), σ2/σ1 of A, mean ``|γ|`` per layer (where the layers do not
+    fit, as for a 5-layer model: smallest–largest and the count) and the KV + G prompts
     decoded as without a cache. A row from a publication is marked ``*``; the footnote names its
     source.
 
@@ -226,7 +239,9 @@ def format_findings(rows: Sequence[Finding]) -> str:
     TypeError
         ``rows`` is not a sequence of :class:`Finding`.
     ValueError
-        No rows, or a label longer than 16 characters.
+        No rows, a label longer than 16 characters, or a reading that is NaN, infinite,
+        negative where it is a size (order parameter, σ2/σ1, ``|γ|``), an interval whose low end
+        is above its high end, or more prompts decoded alike than tried (naming the row).
     """
     if not isinstance(rows, Sequence) or not all(isinstance(r, Finding) for r in rows):
         raise TypeError("rows must be a sequence of Finding")
@@ -235,6 +250,8 @@ def format_findings(rows: Sequence[Finding]) -> str:
     long = [r.label for r in rows if len(r.label) > 16]
     if long:
         raise ValueError(f"labels longer than 16 characters: {long}")
+    for r in rows:
+        check_finding(r)
     lines = [
         f"{'':16s} {'order':>7s} {'study':>5s} {'frozen-G Δ loss':>18s} {'σ2/σ1':>7s} "
         f"{'mean |γ|':>14s} {'KV+G':>5s}",
@@ -466,16 +483,22 @@ def window_reading(probes: dict, measure: str, end_step: int) -> tuple[float, ..
     the last :data:`WINDOW_PROBES` probes taken at or before ``end_step`` (one reading can swing
     up to tenfold from the next, chapter 11). ``probes``: a trajectory (``step`` and ``measure``,
     one list of per-layer values per probe, as :func:`~kvattn.diagnostics.collapse.load_probes`
-    returns it); ``None`` entries are left out.
+    returns it); a missing reading (``None`` for a probe or a layer, or NaN) is left out before
+    the median, so the result does not depend on the order of the probes.
 
     Raises
     ------
     ValueError
-        No ``measure`` in ``probes``, fewer than :data:`WINDOW_PROBES` probes up to ``end_step``,
-        or a layer with no value among them.
+        No ``measure`` in ``probes``, ``step`` and ``measure`` of different lengths, fewer than
+        :data:`WINDOW_PROBES` probes up to ``end_step``, readings with different layer counts or
+        a value that is not a number, or a layer with no value among them.
     """
     if not isinstance(probes, dict) or measure not in probes or "step" not in probes:
         raise ValueError(f"the probes hold no {measure!r} trajectory")
+    if len(probes["step"]) != len(probes[measure]):
+        raise ValueError(
+            f"{measure}: {len(probes[measure])} readings for {len(probes['step'])} probe steps"
+        )
     rows = [v for s, v in zip(probes["step"], probes[measure], strict=True) if s <= end_step]
     rows = [v for v in rows if v is not None][-WINDOW_PROBES:]
     if len(rows) < WINDOW_PROBES:
@@ -579,13 +602,22 @@ def route_verdict(readings: Sequence[RouteReading]) -> str:
     shrink in some layer and no layer's σ2/σ1 of A ends below the counterpart's; else
     ``"not resolved"``.
 
+    No verdict is drawn from a reading that is missing: every value the rule compares must be a
+    finite number, with one per layer in each field.
+
     Raises
     ------
     ValueError
-        No readings.
+        No readings, or a reading with a NaN, infinite or missing value or with fields of
+        different layer counts (naming the run and the field).
     """
     if not readings:
         raise ValueError("no readings")
+    for r in readings:
+        check_layer_readings(
+            r.run,
+            {n: getattr(r, n) for n in ("gamma_early", "gamma_late", "ratio_late", "ratio_cosine")},
+        )
     if all(r.gamma_shrinks and r.ratio_third for r in readings):
         return "supported"
     if all(not r.gamma_shrinks and not r.ratio_below_cosine for r in readings):
@@ -696,17 +728,6 @@ def end_layers(probes: dict, measure: str) -> tuple[float, ...]:
     if not rows:
         raise ValueError(f"probes hold no {measure} readings")
     return _layer_medians(rows[-max(1, len(rows) // 4) :], measure, "in the last quarter")
-
-
-def _layer_medians(rows: list, measure: str, where: str) -> tuple[float, ...]:
-    """Per layer, the median of ``rows`` (per-layer readings; ``None`` entries left out)."""
-    medians = []
-    for layer in range(len(rows[0])):
-        known = [row[layer] for row in rows if row[layer] is not None]
-        if not known:
-            raise ValueError(f"{measure}: layer {layer} has no reading {where}")
-        medians.append(float(median(known)))
-    return tuple(medians)
 
 
 def gamma_order_rank(record: dict) -> float:

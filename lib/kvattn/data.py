@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import json
 import lzma
 import numbers
 import os
@@ -27,6 +26,8 @@ import sentencepiece as spm
 import torch
 
 from ._checks import check_bool, check_device, check_int, is_int
+from ._files import finish_swap, is_swap_leftover
+from .schema import check_file, read_json
 
 Tensor = torch.Tensor
 
@@ -152,21 +153,31 @@ def corpus_snapshot(name: str) -> CorpusSnapshot:
     if name not in CORPORA:
         raise ValueError(f"expected a corpus name in {CORPORA}, got {name!r}")
     path = _shipped_file("corpus", name, "corpora/{}.txt.xz")
-    record = json.loads((path.parent / CORPORA_RECORD).read_text()).get(name)
-    if not isinstance(record, dict) or set(record) != {"python", "chars", "sha256"}:
-        raise ValueError(f"{path.parent / CORPORA_RECORD} has no valid entry for {name!r}")
+    record = read_json(path.parent / CORPORA_RECORD, "corpora").get(name)
+    if record is None:
+        raise ValueError(f"{path.parent / CORPORA_RECORD} has no entry for {name!r}")
     return CorpusSnapshot(name, path, record["python"], record["chars"], record["sha256"])
 
 
 @functools.lru_cache(maxsize=len(CORPORA))
 def _snapshot_text(name: str) -> str:
     snap = corpus_snapshot(name)
-    raw = lzma.decompress(snap.path.read_bytes())
+    try:
+        raw = lzma.decompress(snap.path.read_bytes())
+    except (lzma.LZMAError, EOFError) as err:
+        raise ValueError(f"{snap.path} is corrupt (xz: {err}); {_RESTORE_CORPUS}") from None
     if hashlib.sha256(raw).hexdigest() != snap.sha256:
         raise ValueError(
-            f"{snap.path} is corrupt: its SHA-256 differs from the one in {CORPORA_RECORD}"
+            f"{snap.path} is corrupt: its SHA-256 differs from the one in {CORPORA_RECORD}; "
+            + _RESTORE_CORPUS
         )
     return raw.decode("utf-8")
+
+
+_RESTORE_CORPUS = (
+    "restore it (in a clone: git checkout -- data/corpora; in an install: reinstall kvattn), or "
+    "remake the snapshots on Python 3.11.7 with kvattn-reproduce corpora"
+)
 
 
 def _load_hf_dataset(source: str, max_chars: int | None) -> str:
@@ -623,16 +634,21 @@ _PACKAGE_DATA = Path(__file__).resolve().parent / "_shipped"
 _CLONE_DATA = Path(__file__).resolve().parents[2] / "data"
 
 
-def _shipped_file(what: str, name: str, pattern: str) -> Path:
-    """The file ``pattern.format(name)`` in the installed package data, else in the clone."""
+def _shipped_file(what: str, name: str, pattern: str, kind: str | None = None) -> Path:
+    """The file ``pattern.format(name)`` in the installed package data, else in the clone, once it
+    has passed the schema ``kind`` (:mod:`kvattn.schema`); a folder on its way whose swap a kill
+    interrupted is completed first (:func:`kvattn._files.finish_swap`)."""
     if not isinstance(name, str):
         raise TypeError(f"expected a {what} name (str) such as 'pldr_tiny', got {name!r}")
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise ValueError(f"expected a {what} name such as 'pldr_tiny', got {name!r}")
     roots = [root for root in (_PACKAGE_DATA, _CLONE_DATA) if root.is_dir()]
     for root in roots:
+        for folder in reversed(Path(pattern.format(name)).parents[:-1]):
+            finish_swap(root / folder)
         if (root / pattern.format(name)).is_file():
-            return root / pattern.format(name)
+            found = root / pattern.format(name)
+            return found if kind is None else check_file(found, kind)
     raise FileNotFoundError(
         f"no shipped {what} data/{pattern.format(name)}; the shipped ones: {_available(pattern)}"
     )
@@ -643,13 +659,16 @@ def _available(pattern: str) -> list[str]:
     ``pattern.format(name)``, sorted."""
     roots = [root for root in (_PACKAGE_DATA, _CLONE_DATA) if root.is_dir()]
     before, after = pattern.split("{}")
-    return sorted(
-        {
-            p.relative_to(root).as_posix()[len(before) : -len(after)]
-            for root in roots
-            for p in root.glob(pattern.format("*"))
-        }
-    )
+    for root in roots:  # a folder a kill left moved aside is completed, not listed under its name
+        for aside in [*root.glob("*"), *root.glob("*/*")]:
+            if is_swap_leftover(aside.name) and aside.is_dir():
+                finish_swap(aside.with_name(aside.name.rsplit(".kvattn-", 1)[0]))
+    names = {
+        p.relative_to(root).as_posix()[len(before) : -len(after)]
+        for root in roots
+        for p in root.glob(pattern.format("*"))
+    }
+    return sorted(n for n in names if not is_swap_leftover(n))
 
 
 def recipe_names() -> list[str]:
@@ -664,16 +683,22 @@ def shipped(name: str) -> Path:
     Colab's set-up cell) carries ``data/`` as package data; in a clone of the repository this is
     the folder ``data/<name>`` itself. Nothing is downloaded.
 
+    A swap of the folder that a kill interrupted is completed first (as
+    :func:`kvattn.checkpoint.load_pretrained` does); every shipped file is read through its
+    schema (:mod:`kvattn.schema`) before its path is returned.
+
     Raises
     ------
     TypeError
         ``name`` is not a string.
     ValueError
-        ``name`` is empty, starts with a dot or contains a path separator.
+        ``name`` is empty, starts with a dot or contains a path separator;
+        :class:`kvattn.schema.SchemaError` for a damaged or hand-edited file (naming it, the
+        field and what was expected).
     FileNotFoundError
         No such checkpoint (the message lists the shipped ones).
     """
-    return _shipped_file("checkpoint", name, "{}/config.json").parent
+    return _shipped_file("checkpoint", name, "{}/config.json", "config").parent
 
 
 def recipe(name: str) -> Path:
@@ -681,50 +706,39 @@ def recipe(name: str) -> Path:
 
     Read it with ``PretrainConfig.from_file`` (:class:`kvattn.pretrain.PretrainConfig`), train with
     :func:`kvattn.pretrain.pretrain`; found like :func:`shipped`, in an install or a clone.
-
-    Raises
-    ------
-    TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped recipes).
+    Raises as :func:`shipped` (listing the shipped recipes).
     """
-    return _shipped_file("recipe", name, "recipes/{}.json")
+    return _shipped_file("recipe", name, "recipes/{}.json", "recipe")
 
 
 def plan(name: str) -> Path:
     """The JSON plan ``data/plans/<name>.json`` of a family of shipped runs (read by
     :mod:`kvattn.reproduce`); found like :func:`shipped`.
-
-    Raises
-    ------
-    TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped plans).
+    Raises as :func:`shipped` (listing the shipped plans).
     """
-    return _shipped_file("plan", name, "plans/{}.json")
+    return _shipped_file("plan", name, "plans/{}.json", plan_kind(name))
+
+
+def plan_kind(name: str) -> str:
+    """The schema (:data:`kvattn.schema.KINDS`) of the plan ``data/plans/<name>.json``."""
+    return {"collapse_hunt": "plan_hunt", "experiments": "plan_experiments"}.get(name, "plan_study")
 
 
 def experiment(name: str) -> Path:
     """The JSON results ``data/experiments/<name>.json`` of a designed experiment the course ships
     (read them with :func:`kvattn.experiments.load_shipped`); found like :func:`shipped`.
-
-    Raises
-    ------
-    TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped experiments).
+    Raises as :func:`shipped` (listing the shipped experiments).
     """
-    return _shipped_file("experiment", name, "experiments/{}.json")
+    return _shipped_file("experiment", name, "experiments/{}.json", "experiment")
 
 
 def benchmark_run(name: str) -> Path:
     """The JSON record ``data/benchmarks/<name>.json`` of a benchmark run the course ships (written
     by ``python -m kvattn.benchmark --json``; read it with
     :func:`kvattn.benchmark.reporting.load_results`); found like :func:`shipped`.
-
-    Raises
-    ------
-    TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped runs).
+    Raises as :func:`shipped` (listing the shipped runs).
     """
-    return _shipped_file("benchmark run", name, "benchmarks/{}.json")
+    return _shipped_file("benchmark run", name, "benchmarks/{}.json", "benchmark")
 
 
 def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
@@ -746,9 +760,9 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     check_bool("checkpoint", checkpoint)
     if checkpoint:
         return _shipped_file(
-            "collapse-hunt checkpoint", name, "collapse_hunt/{}/config.json"
+            "collapse-hunt checkpoint", name, "collapse_hunt/{}/config.json", "config"
         ).parent
-    return _shipped_file("collapse-hunt run", name, "collapse_hunt/{}.json")
+    return _shipped_file("collapse-hunt run", name, "collapse_hunt/{}.json", "hunt_record")
 
 
 #: The plans whose runs are collapse-hunt runs made with changes (``kvattn-reproduce hunt
@@ -771,7 +785,7 @@ def hunt_study(study: str, name: str) -> Path:
     """
     if study not in HUNT_STUDIES:
         raise ValueError(f"study must be one of {HUNT_STUDIES}, got {study!r}")
-    return _shipped_file(f"{study} run", name, study + "/{}.json")
+    return _shipped_file(f"{study} run", name, study + "/{}.json", "hunt_record")
 
 
 def trajectory(name: str) -> Path:
@@ -781,10 +795,6 @@ def trajectory(name: str) -> Path:
     :func:`kvattn.diagnostics.collapse.load_probes`, draw it with
     :func:`kvattn.plots.reports.collapse_trajectories`);
     found like :func:`shipped`.
-
-    Raises
-    ------
-    TypeError, ValueError, FileNotFoundError
-        As :func:`shipped` (the message lists the shipped trajectories).
+    Raises as :func:`shipped` (listing the shipped trajectories).
     """
-    return _shipped_file("trajectory", name, "trajectories/{}.json")
+    return _shipped_file("trajectory", name, "trajectories/{}.json", "trajectory")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -151,7 +152,8 @@ def setup_distributed(
     number of processes) are checked before the process group starts, and every error names the
     variables that turned DDP on (:data:`DDP_VARIABLES`). The rendezvous and the collectives
     wait at most :data:`DDP_TIMEOUT_S` seconds (``KVATTN_DDP_TIMEOUT_S``) for the other
-    processes. Under ``torchrun`` the CUDA device is made current before the process group
+    processes; before it waits, the process says on stderr what it waits for and for how long.
+    Under ``torchrun`` the CUDA device is made current before the process group
     starts, and the backend follows the chosen device (NCCL for CUDA, else gloo).
 
     Without DDP (``WORLD_SIZE`` unset or 1) this process is the only one, so ``RANK`` and
@@ -202,6 +204,14 @@ def setup_distributed(
             raise ValueError(_ddp_error("RANK must be below WORLD_SIZE"))
         timeout_s = _env_number(
             "KVATTN_DDP_TIMEOUT_S", str(DDP_TIMEOUT_S), float, low=0, high=MAX_DDP_TIMEOUT_S
+        )
+        # said before the wait, on stderr: a peer that never comes is otherwise a silent hang
+        print(
+            f"kvattn: DDP rank {os.environ['RANK']} of {world} waits for the other "
+            f"{world - 1} process(es) at {os.environ['MASTER_ADDR']}:"
+            f"{os.environ['MASTER_PORT']}, at most {timeout_s:g} s (KVATTN_DDP_TIMEOUT_S)",
+            file=sys.stderr,
+            flush=True,
         )
         try:
             dist.init_process_group(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from safetensors.torch import load_file
 from .. import data
 from .._files import write_json
 from ..pretrain import PretrainConfig, pretrain
+from ..schema import read_json
 from .files import CHECKPOINT, PROG, ReproduceError, machine, ship_run
 
 
@@ -84,7 +84,7 @@ def make_trajectory(name: str, cfg: PretrainConfig, out: Path, resume: bool) -> 
     shipped_dir = data.shipped(name)
     shipped = load_file(shipped_dir / "model.safetensors")
     same = ran.keys() == shipped.keys() and all(torch.equal(ran[k], shipped[k]) for k in ran)
-    state = json.loads((shipped_dir / "trainer_state.json").read_text())
+    state = read_json(shipped_dir / "trainer_state.json", "trainer_state")
     record = {
         "recipe": f"data/recipes/{name}.json",
         "command": f"{PROG} trajectory {name} --probe-every {cfg.probe_every} "

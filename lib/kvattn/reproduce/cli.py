@@ -4,7 +4,6 @@ name, option and output before any work, then runs each request and reports each
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import torch
 from .. import data
 from .._checks import int_argument
 from .._files import write_json
+from ..schema import SchemaError, read_json
 from .checkpoints import checkpoint_config, make_checkpoint, make_trajectory, trajectory_config
 from .contrast import (
     contrast_design,
@@ -95,6 +95,11 @@ def parser() -> argparse.ArgumentParser:
         "--runs", type=Path, default=Path("runs"), help="where the training runs go"
     )
     training.add_argument("--resume", action="store_true", help="continue interrupted runs")
+    training.add_argument(
+        "--reship",
+        action="store_true",
+        help="write the outputs of finished runs in --runs again, replacing them (no training)",
+    )
     workers = argparse.ArgumentParser(add_help=False)
     workers.add_argument(
         "--workers", type=int_argument(1), default=1, help="processes, one thread each"
@@ -140,7 +145,7 @@ def listing() -> str:
     lines += [
         f"data/trajectories/{n}.json: {PROG} trajectory {n}"
         for n in recipes
-        if json.loads(data.recipe(n).read_text())["architecture"] == "pldrllm"
+        if read_json(data.recipe(n), "recipe")["architecture"] == "pldrllm"
     ]
     lines += [
         f"data/experiments/{n}.json: {PROG} experiment {n}" for n in plan(EXPERIMENT_PLANS)["runs"]
@@ -170,15 +175,22 @@ def main(argv: list[str] | None = None) -> int:
     top = parser()
     args = top.parse_args(argv)
     if args.what == "list":
-        print(listing())
+        try:
+            print(listing())
+        except SchemaError as err:  # a damaged plan or recipe, named with its field
+            top.error(str(err))
         return 0
     command = " ".join([PROG, *(sys.argv[1:] if argv is None else argv)])
     try:
+        if getattr(args, "reship", False) and (args.resume or args.overwrite):
+            raise ReproduceError(
+                "--reship replaces the outputs of finished runs: drop --resume and --overwrite"
+            )
         if args.what == "hunt" and not args.ship:
             jobs = _plan_hunt(args, command)
         else:
             work = _plan(args, command)
-    except ReproduceError as err:
+    except (ReproduceError, SchemaError) as err:
         top.error(str(err))
     if args.what == "hunt" and not args.ship:
         results = run_hunts(jobs, args.workers)
@@ -241,7 +253,7 @@ def _plan_checkpoints(args: argparse.Namespace) -> list[tuple[str, Callable[[], 
     out, names = args.out, _names(args.names, data.recipe_names(), "recipe")
     if args.what == "trajectory":
         pldr = [
-            n for n in names if json.loads(data.recipe(n).read_text())["architecture"] == "pldrllm"
+            n for n in names if read_json(data.recipe(n), "recipe")["architecture"] == "pldrllm"
         ]
         if args.names and pldr != names:
             raise ReproduceError(
@@ -251,16 +263,29 @@ def _plan_checkpoints(args: argparse.Namespace) -> list[tuple[str, Callable[[], 
             n: trajectory_config(n, args.runs, args.probe_every, args.probe_blocks, args.overwrite)
             for n in pldr
         }
-        check_outputs([out / "trajectories" / f"{n}.json" for n in configs], [], args.overwrite)
+        check_outputs(
+            [out / "trajectories" / f"{n}.json" for n in configs], [], args.overwrite or args.reship
+        )
         make = make_trajectory
     else:
         configs = {n: checkpoint_config(n, args.runs, args.overwrite) for n in names}
-        check_outputs([], [out / n for n in configs], args.overwrite)
+        check_outputs([], [out / n for n in configs], args.overwrite or args.reship)
         make = make_checkpoint
     run_dirs = [Path(cfg.out_dir) for cfg in configs.values()]
     check_apart([out], run_dirs)
-    check_runs(run_dirs, args.overwrite, args.resume)
-    return [(n, lambda n=n, cfg=cfg: make(n, cfg, out, args.resume)) for n, cfg in configs.items()]
+    _check_runs(args, configs)
+    resume = args.resume or args.reship
+    return [(n, lambda n=n, cfg=cfg: make(n, cfg, out, resume)) for n, cfg in configs.items()]
+
+
+def _check_runs(args: argparse.Namespace, configs: dict) -> None:
+    """The runs' folders as the request needs them; with ``--reship``, finished runs (which a
+    resume continues at their last step, so nothing is trained again)."""
+    run_dirs = [Path(cfg.out_dir) for cfg in configs.values()]
+    check_runs(run_dirs, args.overwrite, args.resume or args.reship)
+    if args.reship:
+        for cfg in configs.values():
+            check_finished_run(Path(cfg.out_dir) / CHECKPOINT, cfg.steps)
 
 
 def _plan_contrasts(
@@ -319,13 +344,14 @@ def _plan_hunt(args: argparse.Namespace, command: str) -> list[tuple]:
     configs = {
         n: hunt_config(n, args.steps, runs, args.device, args.overwrite, study) for n in names
     }
-    check_outputs([out / study / f"{n}.json" for n in names], [], args.overwrite)
+    check_outputs([out / study / f"{n}.json" for n in names], [], args.overwrite or args.reship)
     run_dirs = [Path(cfg.out_dir) for cfg in configs.values()]
     check_apart([out / study / n for n in names], run_dirs)
-    check_runs(run_dirs, args.overwrite, args.resume)
+    _check_runs(args, configs)
     options = "" if args.steps is None else f" --steps {args.steps}"
     options += "" if study == HUNT_PLAN else f" --plan {study}"
+    resume = args.resume or args.reship
     return [
-        (n, cfg, out, runs, args.threads, args.resume, f"{PROG} hunt {n}{options}", study)
+        (n, cfg, out, runs, args.threads, resume, f"{PROG} hunt {n}{options}", study)
         for n, cfg in configs.items()
     ]

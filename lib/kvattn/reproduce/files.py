@@ -3,10 +3,12 @@ any work, and writing files whole (a kill leaves the old file or the new one, ne
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from ..checkpoint import (
     replace_directory,
     staging_directory,
 )
+from ..schema import read_json
 
 PROG = "kvattn-reproduce"
 #: The plans of chapter 5's experiments and chapter 11's collapse hunt, in ``data/plans/``.
@@ -39,14 +42,19 @@ class ReproduceError(ValueError):
 
 
 def plan(name: str) -> dict:
-    """The plan ``data/plans/<name>.json`` (plain JSON), found like the shipped checkpoints.
+    """The plan ``data/plans/<name>.json`` (plain JSON), found like the shipped checkpoints and
+    read through its schema (:func:`kvattn.data.plan_kind`), so that a damaged or hand-edited
+    plan is refused before any run starts.
 
     Raises
     ------
     FileNotFoundError
         No such plan (the message lists the shipped ones).
+    kvattn.schema.SchemaError
+        (a ``ValueError``) A plan its schema refuses: the message names the file, the field and
+        what was expected.
     """
-    return json.loads(data.plan(name).read_text())
+    return read_json(data.plan(name), data.plan_kind(name))
 
 
 def check_stem(what: str, name: object) -> str:
@@ -68,8 +76,9 @@ def installed_data() -> Path:
 
 def check_outputs(files: Sequence[Path], folders: Sequence[Path], overwrite: bool) -> None:
     """Refuse, before any work, outputs that exist (without ``overwrite``), that lie inside an
-    installed kvattn, or whose place is taken by something of the other kind: a folder where a
-    file goes or the reverse, which no flag replaces.
+    installed kvattn, whose place is taken by something of the other kind (a folder where a
+    file goes or the reverse, which no flag replaces), or whose folder cannot be created or
+    written (checked by creating it and a file in it).
 
     Raises
     ------
@@ -96,6 +105,28 @@ def check_outputs(files: Sequence[Path], folders: Sequence[Path], overwrite: boo
             + ", ".join(str(p) for p in taken)
             + "; pass --overwrite to replace them, or choose another --out"
         )
+    for folder in dict.fromkeys(p.parent for p in [*files, *folders]):
+        _check_writable(folder)
+
+
+def _check_writable(folder: Path) -> None:
+    """Create ``folder`` (with its parents) and a file in it, then remove what was created: the
+    one test of writability that holds for root and on special file systems (``os.access`` says
+    yes to root for ``/proc``), and a refused request leaves nothing behind."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kvattn-probe-"):
+            pass
+    except OSError as err:
+        raise ReproduceError(
+            f"{folder} cannot hold the outputs: creating it or a file in it failed "
+            f"({err.strerror or err}); choose another --out"
+        ) from None
+    finally:
+        for created in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                created.rmdir()
 
 
 def check_apart(outputs: Sequence[Path], run_dirs: Sequence[Path]) -> None:
@@ -185,7 +216,7 @@ def check_finished_run(run_checkpoint: Path, steps: int) -> None:
     if missing:
         raise ReproduceError(f"{run_checkpoint} is not a finished run: it lacks {missing}")
     try:
-        done = json.loads((run_checkpoint / "trainer_state.json").read_text())["step"]
+        done = read_json(run_checkpoint / "trainer_state.json", "trainer_state")["step"]
         load_pretrained(run_checkpoint)  # verifies the weights against their checksum
     except (KeyError, TypeError, ValueError, OSError) as err:
         raise ReproduceError(f"{run_checkpoint} does not hold a valid checkpoint: {err}") from None

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import multiprocessing
 import platform
+import signal
+import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -26,6 +28,7 @@ from ..checkpoint import load_pretrained
 from ..diagnostics import probe_reading, row_map_gain
 from ..pldr import PLDRLLM
 from ..pretrain import PretrainConfig, pretrain
+from ..schema import read_json
 from .files import (
     CHECKPOINT,
     HUNT_PLAN,
@@ -67,8 +70,13 @@ def hunt_recipe(
         raise ReproduceError(f"steps must be a positive int, got {steps!r}")
     hunt = plan(HUNT_PLAN)
     if study == HUNT_PLAN:
-        cfg = {**json.loads(data.recipe(hunt["base_recipe"]).read_text()), **hunt["shared"]}
+        cfg = {**read_json(data.recipe(hunt["base_recipe"]), "recipe"), **hunt["shared"]}
     else:
+        if runs_of[name]["from"] not in hunt["runs"]:
+            raise ReproduceError(
+                f"data/plans/{study}.json: $.runs.{name}.from names {runs_of[name]['from']!r}, "
+                f"which is no run of data/plans/{HUNT_PLAN}.json: {list(hunt['runs'])}"
+            )
         cfg = hunt_recipe(runs_of[name]["from"], runs=runs)
     for key, value in runs_of[name]["changes"].items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
@@ -206,19 +214,83 @@ def _job(job: tuple) -> tuple[str, bool, str]:
     return name, True, f"{name}: {time.perf_counter() - t0:.0f} s -> {target}"
 
 
+class Stopped(BaseException):
+    """SIGINT or SIGTERM reached the process running the hunt (raised in its main thread, so
+    that every worker is stopped and every run reported; the message names the signal)."""
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def _worker_start() -> None:
+    # A worker leaves SIGINT (Ctrl-C reaches the whole process group) to the parent, which
+    # stops every worker and reports each run; its default SIGTERM ends it at once.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _where(job: tuple) -> str:
+    """Where a stopped run ``job`` (the arguments of :func:`hunt_run`) can go on from."""
+    name, cfg = job[0], job[1]
+    state = Path(cfg.out_dir) / CHECKPOINT / "trainer_state.json"
+    try:
+        step = read_json(state, "trainer_state")["step"]
+    except (OSError, ValueError):
+        return f"{name}: STOPPED before its first checkpoint (nothing to resume)"
+    return (
+        f"{name}: STOPPED; its last checkpoint is at step {step} of {cfg.steps} in {cfg.out_dir} "
+        "(continue it with --resume)"
+    )
+
+
 def run_hunts(jobs: list[tuple], workers: int) -> list[tuple[str, bool, str]]:
     """Run the jobs (the arguments of :func:`hunt_run`), ``workers`` processes at a time, printing
     a line as each ends; every run is reported, a run whose process died (killed, out of memory)
-    as failed rather than waited for."""
-    if workers == 1:
-        results = []
+    as failed rather than waited for.
+
+    SIGINT or SIGTERM to this process stops every worker (each is sent SIGTERM, and SIGKILL if
+    it has not ended within :data:`STOP_GRACE_S` seconds) and reports each run that did not
+    finish as stopped, with the step of its last checkpoint (``--resume`` continues it there);
+    the stopped runs count as failed."""
+    previous = (
+        signal.signal(signal.SIGTERM, _raise_stopped)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    try:
+        return _run_hunts(jobs, workers)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+#: Seconds a stopped worker has to end after SIGTERM before it is killed.
+STOP_GRACE_S = 10.0
+
+
+def _run_hunts(jobs: list[tuple], workers: int) -> list[tuple[str, bool, str]]:
+    results: list[tuple[str, bool, str]] = []
+
+    def stopped(why: str) -> list[tuple[str, bool, str]]:
+        done = {r[0] for r in results}
+        print(f"{PROG}: {why}: stopping every run", file=sys.stderr, flush=True)
         for job in jobs:
-            results.append(_job(job))
-            print(results[-1][2], flush=True)
+            if job[0] not in done:
+                results.append((job[0], False, _where(job)))
+                print(results[-1][2], flush=True)
         return results
-    results = []
+
+    if workers == 1:
+        try:
+            for job in jobs:
+                results.append(_job(job))
+                print(results[-1][2], flush=True)
+        except (KeyboardInterrupt, Stopped) as stop:
+            return stopped(str(stop) or "SIGINT")
+        return results
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start)
+    try:
         futures = {pool.submit(_job, job): job[0] for job in jobs}
         for future in as_completed(futures):
             try:
@@ -233,4 +305,16 @@ def run_hunts(jobs: list[tuple], workers: int) -> list[tuple[str, bool, str]]:
                 )
             print(result[2], flush=True)
             results.append(result)
+    except (KeyboardInterrupt, Stopped) as stop:
+        processes = list((pool._processes or {}).values())  # the executor has no public handle
+        for process in processes:
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(STOP_GRACE_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        return stopped(str(stop) or "SIGINT")
+    pool.shutdown()
     return results

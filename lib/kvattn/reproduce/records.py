@@ -13,13 +13,13 @@ rows that a notebook shows as an HTML table.
 from __future__ import annotations
 
 import html
-import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import data, experiments
 from ..experiments import ShippedExperiment
+from ..schema import read_json
 from .contrast import contrast_design
 from .files import EXPERIMENT_PLANS, HUNT_PLAN, PROG, ReproduceError, plan
 from .hunt import plan_sha256
@@ -367,7 +367,7 @@ def hunt_order() -> list[tuple[int, str]]:
 
 
 def _hunt_record(name: str) -> dict:
-    return json.loads(data.collapse_hunt(name).read_text())
+    return read_json(data.collapse_hunt(name), "hunt_record")
 
 
 def _change(value: object) -> str:
@@ -474,7 +474,7 @@ def planned_runs() -> Table:
     for study in data.HUNT_STUDIES:
         for name, run in plan(study)["runs"].items():
             try:
-                record = json.loads(data.hunt_study(study, name).read_text())
+                record = read_json(data.hunt_study(study, name), "hunt_record")
             except FileNotFoundError:
                 continue  # planned, not (yet) shipped
             changes = "; ".join(f"{k} {_change(v)}" for k, v in run["changes"].items())
