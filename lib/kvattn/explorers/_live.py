@@ -63,13 +63,42 @@ def _text_box(value: str, description: str) -> widgets.Textarea:
     )
 
 
-def _require_prompt(name: str, text: object) -> None:
-    """``text`` is a str with more than white space: an empty prompt encodes to no token ids
+def _require_prompt(name: str, text: object, tokenizer: object = None) -> None:
+    """``text`` is a str that encodes to at least one token (with ``tokenizer``; without one,
+    a str with more than white space): a prompt of no token ids (empty, white space, or only
+    characters the tokenizer drops, such as a zero-width space or a BOM) has nothing to run on
     (and ``torch.tensor([])`` is a float tensor that the models refuse)."""
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a str, got {type(text).__name__}")
     if not text.strip():
         raise ValueError(f"{name} is empty ({text!r}): type a prompt")
+    if tokenizer is not None and not tokenizer.encode(text):
+        raise ValueError(f"{name} {text!r} encodes to no tokens: {_NO_TOKENS}; type some text")
+
+
+#: Why a prompt of only dropped characters gives nothing to run on.
+_NO_TOKENS = "the tokenizer drops all its characters (white space, zero-width characters, a BOM)"
+
+
+def _encode(
+    tokenizer, text: str, limit: int, keep: str = "first", why: str = ""
+) -> tuple[list[int], str]:
+    """The token ids of ``text`` the model sees (at most ``limit``: the ``keep="first"`` or
+    ``"last"`` ones) and a line for the reader: empty when the whole prompt fits, else what was
+    cut, ``why`` (default: the model's context) and the text the model saw; for a prompt of no
+    tokens, no ids and why."""
+    if not text.strip():
+        return [], _EMPTY_PROMPT
+    ids = tokenizer.encode(text)
+    if not ids:
+        return [], f"The prompt {text!r} encodes to no tokens: {_NO_TOKENS}; type some text."
+    if len(ids) <= limit:
+        return ids, ""
+    kept = ids[:limit] if keep == "first" else ids[-limit:]
+    return kept, (
+        f"The prompt is {len(ids)} tokens; the model sees only its {keep} {limit} "
+        f"({why or f'its context is {limit} tokens'}): {tokenizer.decode(kept)!r}"
+    )
 
 
 def _layer_head_boxes(

@@ -21,7 +21,7 @@ from ..diagnostics import HeadProfile, head_profile
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items, _require_length
 from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider
-from ._live import _EMPTY_PROMPT, _layer_head_boxes, _live, _require_prompt
+from ._live import _encode, _layer_head_boxes, _live, _require_prompt
 
 
 def figure(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
@@ -117,10 +117,25 @@ def widget(
     """Type a prompt and pick a layer and head: the head's attention weights on the prompt and
     the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor.
 
-    Raises TypeError when ``text`` is no str, ValueError when it is empty or white space, or
-    ``layer`` or ``head`` is one that the model does not have.
+    Every argument is checked before anything is drawn. A prompt longer than the model's
+    context is cut to its first tokens, and the page says so.
+
+    Raises TypeError when ``model`` is not a :class:`kvattn.pldr.DecoderLM` or ``text`` is no
+    str; ValueError when ``text`` encodes to no tokens (empty, white space, only characters the
+    tokenizer drops), when the model's attention is not scaled dot-product attention in every
+    layer (a PLGA PLDR-LLM's score q G kᵀ has no bilinear form per distance: chapter 7's
+    deductive explorer shows it), or ``layer`` or ``head`` is one that the model does not have.
     """
-    _require_prompt("text", text)
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a kvattn DecoderLM (a GPT), got {type(model).__name__}")
+    kinds = sorted({layer.mha1.kind for layer in model.decoder.dec_layers})
+    if kinds != ["sdpa"]:
+        raise ValueError(
+            f"the attention explorer shows scaled dot-product attention heads (a GPT, or a "
+            f"PLDR-LLM with custom_G_type 'identity'); this model's attention is {kinds}, whose "
+            "score q G kᵀ has no bilinear form per distance: use the deductive explorer"
+        )
+    _require_prompt("text", text, tokenizer)
 
     cfg = model.config
     text_box = widgets.Text(
@@ -132,9 +147,10 @@ def widget(
     layer_box, head_box = _layer_head_boxes(cfg, layer, head)
 
     def draw() -> None:
-        ids = tokenizer.encode(text_box.value)[: cfg.max_position_embeddings]
+        ids, note = _encode(tokenizer, text_box.value, cfg.max_position_embeddings)
+        if note:
+            print(note)
         if not ids:
-            print(_EMPTY_PROMPT)
             return
         device = next(model.parameters()).device
         p = head_profile(model, torch.tensor([ids], device=device), layer_box.value, head_box.value)

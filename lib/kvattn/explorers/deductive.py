@@ -23,7 +23,7 @@ from ..diagnostics import DEDUCTIVE, DeductiveProfile, deductive_profile, deduct
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items
 from ..plots.style import LAYOUT, round_significant, slider
-from ._live import _layer_head_boxes, _live, _text_box
+from ._live import _NO_TOKENS, _layer_head_boxes, _live, _text_box
 
 
 def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
@@ -190,15 +190,23 @@ def widget(
     prompt, their spread across the prompts (each on its own colour scale, with colour bars), and
     each tensor's order parameter by the magnitude of the mean and by the RMS.
 
-    Raises ValueError with fewer than two non-blank ``prompts`` (the spread is taken across
-    prompts) or a ``layer`` or ``head`` that the model does not have; TypeError when ``prompts``
-    is not a sequence of str (a single str would be split into its characters).
+    A prompt is read by what the tokenizer makes of it: a box whose text encodes to no tokens
+    (white space, zero-width characters, a BOM) is left out and named, and a prompt longer than
+    the model's context is cut to its first tokens, which the page says.
+
+    Raises ValueError with fewer than two ``prompts`` that encode to tokens (the spread is taken
+    across prompts) or a ``layer`` or ``head`` that the model does not have; TypeError when
+    ``model`` is not a :class:`kvattn.pldr.DecoderLM` or ``prompts`` is not a sequence of str (a
+    single str would be split into its characters).
     """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a kvattn DecoderLM, got {type(model).__name__}")
     _require_items("prompts", prompts, str)
-    if len([t for t in prompts if t.strip()]) < 2:
+    if len([t for t in prompts if tokenizer.encode(t)]) < 2:
         raise ValueError(
-            f"prompts must hold at least two non-blank prompts (the spread is across prompts), "
-            f"got {prompts!r}"
+            "prompts must hold at least two prompts that encode to tokens (the spread is across "
+            f"prompts; white space, zero-width characters and a BOM encode to none), got "
+            f"{prompts!r}"
         )
 
     cfg = model.config
@@ -209,11 +217,22 @@ def widget(
 
     def draw() -> None:
         device = next(model.parameters()).device
-        texts = [box.value for box in text_boxes if box.value.strip()]
-        if len(texts) < 2:  # one prompt copied would show a spread of 0: a false invariance
+        encoded = {i + 1: tokenizer.encode(box.value) for i, box in enumerate(text_boxes)}
+        dropped = [i for i, ids in encoded.items() if not ids and text_boxes[i - 1].value.strip()]
+        if dropped:
+            print(f"Prompt boxes {dropped} encode to no tokens ({_NO_TOKENS}): left out.")
+        tokens = [ids for ids in encoded.values() if ids]
+        if len(tokens) < 2:  # one prompt copied would show a spread of 0: a false invariance
             print("Fill in at least two prompt boxes: the spread is taken across prompts.")
             return
-        tokens = [tokenizer.encode(t)[: cfg.max_position_embeddings] for t in texts]
+        context = cfg.max_position_embeddings
+        cut = [i for i, ids in encoded.items() if len(ids) > context]
+        if cut:
+            print(
+                f"Prompts {cut} are longer than the context: the model sees their first "
+                f"{context} tokens."
+            )
+        tokens = [ids[:context] for ids in tokens]
         repeats = [i + 1 for i, t in enumerate(tokens) if t in tokens[:i]]
         if repeats:  # a repeated prompt adds a spread of 0: a false invariance
             print(f"Prompts {repeats} repeat an earlier one (after truncation): change them.")

@@ -18,7 +18,10 @@ from IPython.display import display
 from ..config import CACHE_MODES
 from ..pldr import DecoderLM
 from ..plots.checks import _require_items
-from ._live import _EMPTY_PROMPT, _live, _require_prompt, _text_box
+from ._live import _encode, _live, _require_prompt, _text_box
+
+#: New tokens a continuation asks for (fewer when the prompt leaves less of the context).
+NEW_TOKENS = 48
 
 
 def widget(
@@ -27,11 +30,20 @@ def widget(
     """Pick a model, a decoding mode and a temperature, edit the prompt, and read the continuation
     (chapter 8). ``models`` maps labels to :class:`kvattn.pldr.DecoderLM` models.
 
-    Raises ValueError when ``models`` is empty or ``prompt`` is empty or white space, TypeError
-    when ``prompt`` is no str.
+    A prompt longer than the model's context leaves room for the new tokens: the model sees its
+    last ``max(context − NEW_TOKENS, context // 2)`` tokens, and the page says so and shows the
+    text it saw; a
+    prompt that encodes to no tokens is refused in words.
+
+    Raises ValueError when ``models`` is empty or ``prompt`` encodes to no tokens (empty, white
+    space, only characters the tokenizer drops), TypeError when ``prompt`` is no str or a model
+    is not a :class:`kvattn.pldr.DecoderLM`.
     """
     _require_items("models", models, container=Mapping)
-    _require_prompt("prompt", prompt)
+    _require_prompt("prompt", prompt, tokenizer)
+    wrong = [k for k, m in models.items() if not isinstance(m, DecoderLM)]
+    if wrong:
+        raise TypeError(f"models {wrong} are not kvattn DecoderLM models (PLDRLLM or GPT)")
 
     text_box = _text_box(prompt, "prompt")
     model_box = widgets.Dropdown(options=list(models), description="model")
@@ -44,12 +56,19 @@ def widget(
     def draw() -> None:
         model = models[model_box.value]
         cfg = model.config
-        ids = tokenizer.encode(text_box.value)[: cfg.max_position_embeddings - 1]
+        context = cfg.max_position_embeddings
+        # the prompt leaves room for the new tokens (half the context for a small model)
+        room = max(context - NEW_TOKENS, context // 2, 1)
+        why = f"its context is {context} tokens, {context - room} of them kept for new ones"
+        ids, note = _encode(tokenizer, text_box.value, room, keep="last", why=why)
         if not ids:
-            print(_EMPTY_PROMPT)
+            output.value = ""
+            print(note)
             return
+        if note:
+            print(note)
         device = next(model.parameters()).device
-        n_new = min(48, cfg.max_position_embeddings - len(ids))
+        n_new = min(NEW_TOKENS, context - len(ids))
         gen = torch.Generator(device=device).manual_seed(0)
         out = model.generate(
             torch.tensor([ids], device=device),
@@ -59,9 +78,11 @@ def widget(
             generator=gen,
         )
         new = tokenizer.decode(out[0, len(ids) :].tolist())
+        if not new.strip():
+            print(f"The {out.shape[1] - len(ids)} new tokens decode to no visible text.")
+        seen = text_box.value if not note else tokenizer.decode(ids)  # what the model saw
         output.value = (
-            f"<pre style='white-space: pre-wrap'>{html.escape(text_box.value)}"
-            f"<b>{html.escape(new)}</b></pre>"
+            f"<pre style='white-space: pre-wrap'>{html.escape(seen)}<b>{html.escape(new)}</b></pre>"
         )
         display(output)
 
