@@ -143,3 +143,15 @@ def test_row_map_functions_refuse_a_model_without_a_metric_learner():
             fn(gpt, _probes())
     with pytest.raises(ValueError):
         D.unit_gains(_tiny(), [])
+
+
+def test_identical_rows_reads_exact_rank_one_in_the_models_precision():
+    """With γ = 0 in every layer's last LayerNorm every row of A is β, bitwise: share 1; a
+    random metric learner's rows all differ: share 0."""
+    model = _tiny(num_reslayerA=2)
+    probes = _probes()
+    assert (D.identical_rows(model, probes) == 0).all()
+    with torch.no_grad():
+        for block in model.decoder.dec_layers:
+            block.mha1.reslayerAs[-1].layernormA.weight.zero_()
+    assert (D.identical_rows(model, probes) == 1).all()

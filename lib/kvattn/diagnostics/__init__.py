@@ -62,7 +62,14 @@ from .measures import (
     perron_frobenius,
     rank_audit,
 )
-from .rowmap import RowEnergySplit, UnitGains, row_energy_split, row_map_gain, unit_gains
+from .rowmap import (
+    RowEnergySplit,
+    UnitGains,
+    identical_rows,
+    row_energy_split,
+    row_map_gain,
+    unit_gains,
+)
 
 __all__ = [
     "COLLAPSE_CRITERIA",
@@ -98,6 +105,7 @@ __all__ = [
     "g_substitution",
     "head_bilinear_form",
     "head_profile",
+    "identical_rows",
     "layer_queries",
     "load_probes",
     "metric_norm",

@@ -14,7 +14,8 @@ the LayerNorm's ε). Two routes make A the same for every input (chapter 11):
 
 * :func:`row_map_gain` — the composite gain ``‖∂φ/∂r‖₂``, median over visited rows, per head;
 * :func:`unit_gains` — each unit's gain and the composite, median over every visited row;
-* :func:`row_energy_split` — A's row energy and its split ``Σ_j γ_j² × shape energy_j``.
+* :func:`row_energy_split` — A's row energy and its split ``Σ_j γ_j² × shape energy_j``;
+* :func:`identical_rows` — whether A's rows are bitwise identical in the model's precision.
 
 Source: the row-map criterion and the LayerNorm gate of the training-dynamics study
 [gokden2026dynamics]; contraction across units (Contraction.lean) and the LayerNorm and
@@ -275,3 +276,52 @@ def row_energy_split(model: PLDRLLM, probes: list[Tensor]) -> RowEnergySplit:
             shape_energy.append(_row_energy(shape))
             gamma.append(norm.weight.detach().clone())
     return RowEnergySplit(torch.stack(A_energy), torch.stack(shape_energy), torch.stack(gamma))
+
+
+def identical_rows(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
+    """The published model's exact state, tested: the share of A's matrices (every probe at its
+    last position, every head) whose rows are bitwise identical in the model's own precision,
+    per layer. A row map whose gain is far below the precision's resolution (2⁻²⁴ ≈ 6e-8 for
+    float32) sends every row to the same floats, and A = 1αᵀ is exactly rank 1 in floating
+    point too.
+
+    Parameters
+    ----------
+    model:
+        A :class:`kvattn.pldr.PLDRLLM` with PLGA (any device and dtype; run in eval mode, mode
+        restored). A is computed as the model computes it, not in float64.
+    probes:
+        One or more distinct token-id tensors ``[1, S]``.
+
+    Returns
+    -------
+    CPU float64 tensor ``[L]``, each entry in [0, 1] (1: every matrix of the layer has identical
+    rows).
+
+    Source: the audit of the published 110M model [gokden2026mathfoundations] (A of numerical
+    rank 1 in all 560 layer × head × prompt matrices, rows identical in float32).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`row_map_gain`.
+    """
+    _check_plga(model, "a metric learner")
+    _check_probes(probes, 1, "need a list of one or more probes", distinct=True)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            outputs = [
+                [_last_position(o) for o in out]
+                for out in deductive_tensors(model, [p.to(device) for p in probes])
+            ]
+    finally:
+        model.train(was_training)
+    shares = []
+    for layer in range(len(outputs[0])):
+        A = torch.cat([o[layer].A for o in outputs])  # [P, H, d_k, d_k]
+        same = (A == A[..., :1, :]).all(-1).all(-1)
+        shares.append(same.double().mean())
+    return torch.stack(shares).cpu()
