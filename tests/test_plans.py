@@ -77,7 +77,7 @@ def _first_commit_time(path: Path) -> int | None:
     return int(out[-1]) if out else None
 
 
-@pytest.mark.parametrize("study", ["constant_rate", "hunt_reruns"])
+@pytest.mark.parametrize("study", ["constant_rate", "hunt_reruns", "metric_depth"])
 def test_a_plans_shipped_results_ran_from_the_plan_as_committed_before_them(study):
     """Every shipped record of a plan ran from the plan file shipped now (its SHA-256), with the
     recipe the plan gives, and, in a clone with history, the plan was committed before any of
@@ -96,3 +96,33 @@ def test_a_plans_shipped_results_ran_from_the_plan_as_committed_before_them(stud
         shipped_at = _first_commit_time(path)
         if planned_at is not None and shipped_at is not None:
             assert planned_at < shipped_at, f"{path.name} was committed before its plan"
+
+
+def test_the_depth_plan_varies_only_the_units_and_the_seed_of_the_nearest_recipe():
+    """Issue 37's depth experiment: 2, 4 and 8 units at the hunt's nearest recipe, three fresh
+    seeds at every depth (none used by an earlier run), with the rule and the power it states;
+    the power it quotes is what kvattn.stats.dose_power gives for its design."""
+    from kvattn import depth_report
+    from kvattn.stats import dose_power
+
+    depth = plan("metric_depth")
+    assert set(depth) >= {"question", "primary_measure", "primary_test", "margin", "power"}
+    assert set(depth["decision_rule"]) == {"supported", "refuted", "otherwise"}
+    nearest = hunt_recipe("lr1e-2_wu500")
+    earlier = {hunt_recipe(n)["seed"] for n in plan("collapse_hunt")["runs"]}
+    assert len(depth["runs"]) == len(depth_report.DEPTHS) * len(depth_report.SEEDS)
+    for d in depth_report.DEPTHS:
+        for s in depth_report.SEEDS:
+            name = depth_report.run_name(d, s)
+            recipe = hunt_recipe(name, study="metric_depth")
+            PretrainConfig(**recipe)  # the training code accepts it
+            assert recipe["model"] == {**nearest["model"], "num_reslayerA": d}
+            assert recipe["seed"] == s and s not in earlier
+            changed = ("model", "seed", "out_dir")
+            assert {k: v for k, v in recipe.items() if k not in changed} == {
+                k: v for k, v in nearest.items() if k not in changed
+            }
+    three = dose_power(depth_report.DEPTHS, 3, depth_report.PLANNED_SD, 1.5, depth_report.MARGIN)
+    none = dose_power(depth_report.DEPTHS, 3, depth_report.PLANNED_SD, 0.0, depth_report.MARGIN)
+    assert "0.91" in depth["power"] and round(three["supported"], 2) == 0.91
+    assert "0.80" in depth["power"] and round(none["refuted"], 2) == 0.80
