@@ -56,7 +56,7 @@ LAYERS = {
 # Inside a package, the same rule between its submodules; its __init__ sits above them all.
 SUBLAYERS = {
     "diagnostics": {"measures": 0, "heads": 1, "rowmap": 2, "collapse": 3},
-    "plots": {"checks": 0, "style": 1, "charts": 2, "reports": 2},
+    "plots": {"checks": 0, "style": 1, "legibility": 1, "charts": 2, "reports": 2},
     "explorers": {
         "_live": 0,  # what the live faces share
         **dict.fromkeys(("attention", "cost", "deductive", "generation", "interaction"), 1),

@@ -7,10 +7,10 @@ Compute function: :func:`kvattn.mlp.mlp_cost`. Live face only (:func:`widget`).
 from __future__ import annotations
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from ..mlp import mlp_cost
 from ..plots.checks import _require_choice, _require_number
+from ..plots.style import widget_axes
 from ._live import _live
 
 #: The model widths d the cost explorer offers.
@@ -52,7 +52,7 @@ def widget(d_model: int = 768, rank: int = 4, width_factor: int = 4) -> widgets.
             ("full, d×d matrices", "full_matrix", 1),
         ]
         costs = [(label, *mlp_cost(form, d, m, rank)) for label, form, rank in forms]
-        fig, ax = plt.subplots(figsize=(7, 2.8), dpi=72)
+        fig, (ax,) = widget_axes(1, cols=1, panel_height=2.9)
         ax.barh([c[0] for c in costs][::-1], [c[2] for c in costs][::-1])
         ax.set_xscale("log")
         ax.set(xlabel="FLOPs per token (matrix products)", title=f"d = {d}, m = {m} slots")

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import plotly.graph_objects as go
 import torch
@@ -23,7 +22,7 @@ from torch import Tensor
 from ..interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
 from ..mlp import SlotMLP
 from ..plots.checks import _require_array, _require_items, _require_length
-from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider
+from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider, widget_axes
 from ._live import _live
 
 
@@ -157,7 +156,7 @@ def widget(
         B = B.detach().cpu().double()
         M = symmetrise(B) if sym_box.value else B
         lim = float(M.abs().max()) or 1.0
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=72)
+        fig, axes = widget_axes(2, panel_height=3.8)
         im = axes[0].imshow(M.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
         axes[0].set_xticks(range(len(feature_names)), feature_names, rotation=90)
         axes[0].set_yticks(range(len(feature_names)), feature_names)

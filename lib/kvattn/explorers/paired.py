@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from ..plots.checks import _require_array, _require_choice, _require_items
+from ..plots.style import widget_axes
 from ..train import SeedRuns
 from ._live import _live
 
@@ -50,7 +50,7 @@ def widget(runs: Mapping[str, SeedRuns], first: str, second: str) -> widgets.VBo
     def draw() -> None:
         a, b = runs[a_box.value], runs[b_box.value]
         diffs = [x - y for x, y in zip(a.final, b.final, strict=True)]
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3), dpi=72)
+        fig, axes = widget_axes(2, panel_height=3.2)
         seeds = [str(s) for s in a.seeds]
         width = 0.4
         axes[0].bar([i - width / 2 for i in range(len(seeds))], a.final, width, label=a_box.value)
@@ -58,7 +58,7 @@ def widget(runs: Mapping[str, SeedRuns], first: str, second: str) -> widgets.VBo
         axes[0].set_xticks(range(len(seeds)), seeds)
         lo = min(a.final + b.final)
         axes[0].set(xlabel="seed", ylabel="final validation loss", ylim=(lo - 0.1, None))
-        axes[0].legend()
+        axes[0].legend(fontsize=9)
         axes[1].bar(seeds, diffs, color=["#D55E00" if x > 0 else "#0072B2" for x in diffs])
         axes[1].axhline(0, color="black", lw=0.8)
         mean = sum(diffs) / len(diffs)

@@ -11,7 +11,6 @@ import html
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import plotly.graph_objects as go
 from IPython.display import display
 from plotly.subplots import make_subplots
@@ -20,7 +19,7 @@ from torch import Tensor
 from ..data import TokenData
 from ..memories import SlotReport, Triggers, lift_labels, slot_report
 from ..plots.checks import _require_array, _require_index, _require_items, _require_number
-from ..plots.style import COLORS, LAYOUT, _frame_names, slider
+from ..plots.style import COLORS, LAYOUT, _frame_names, slider, widget_axes
 from ._live import _live
 
 
@@ -147,11 +146,11 @@ def widget(
             f"<b>Layer {layer}, slot {r.slot}: top trigger examples</b><table>{rows}</table>"
         )
         display(table)
-        fig, ax = plt.subplots(figsize=(5, 2.6), dpi=72)
+        fig, (ax,) = widget_axes(1, cols=1, panel_height=3.2)
         tokens = [t for t, _ in r.value_tokens][::-1]
         lifts = [p for _, p in r.value_tokens][::-1]
         bars = ax.barh(range(len(tokens)), lifts)
-        ax.bar_label(bars, lift_labels(lifts), padding=2, fontsize=8)
+        ax.bar_label(bars, lift_labels(lifts), padding=2, fontsize=9)
         # from the uniform level (×1), where a small model's nearly equal lifts differ
         ax.set_xlim(min(1.0, 0.98 * min(lifts)), 1.08 * max(lifts))
         ax.set_yticks(range(len(tokens)), tokens)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import plotly.graph_objects as go
+from matplotlib.ticker import NullFormatter
 from plotly.subplots import make_subplots
 from torch import Tensor
 
@@ -26,7 +26,18 @@ from ..plots.checks import (
     _require_length,
     _require_number,
 )
-from ..plots.style import COLORS, LAYOUT, _round, _short, log_axis, round_significant, slider
+from ..plots.style import (
+    COLORS,
+    LAYOUT,
+    _round,
+    _short,
+    covering_range,
+    log_axis,
+    log_ticks,
+    round_significant,
+    slider,
+    widget_axes,
+)
 from ..symmetry import SymmetryProfile, input_contour, symmetry_profile
 from ._live import _live
 
@@ -99,14 +110,19 @@ def figure(
         ),
     )
     zmax = max(float(p.violation.abs().max()) for p in profiles)
+    extent = float(profiles[0].grid.abs().max())
 
     def contours(p: SymmetryProfile) -> tuple[list, list]:
         xs: list = []
         ys: list = []
         for radius in (1.0, 2.0):  # a gap (None) between the two closed curves
             a, b = input_contour(p.rho, p.mean, radius)
-            ys += [*_round(a, 3), None]
-            xs += [*_round(b, 3), None]
+            # drawn inside the map only: past its edge the panel would have to widen per frame
+            inside = (a.abs() <= extent) & (b.abs() <= extent)
+            ys += [v if keep else None for v, keep in zip(_round(a, 3), inside, strict=True)]
+            xs += [v if keep else None for v, keep in zip(_round(b, 3), inside, strict=True)]
+            ys.append(None)
+            xs.append(None)
         return xs, ys
 
     def traces(p: SymmetryProfile) -> list:
@@ -153,8 +169,7 @@ def figure(
         ]  # fmt: skip
 
     def title(p: SymmetryProfile) -> str:
-        inputs = f" (ρ = {p.rho:g}, mean {p.mean:g})" if p.rho or p.mean else ""
-        return f"{p.label}: exchange violation E_ex = {p.exchange:.3f}{inputs}"
+        return f"{p.label}: exchange violation E_ex = {p.exchange:.3g}{_inputs(p)}"
 
     heat, gate, scale_pos, scale_neg, ellipse = traces(profiles[0])
     fig.add_trace(heat, 1, 1)
@@ -196,7 +211,6 @@ def figure(
         )
         for name, p in zip(names, profiles, strict=True)
     ]
-    extent = float(profiles[0].grid.abs().max())
     fig.update_layout(
         title=title(profiles[0]),
         height=460,
@@ -210,9 +224,19 @@ def figure(
     fig.update_yaxes(title_text="a", row=1, col=1)
     fig.update_xaxes(title_text="z", row=1, col=2)
     fig.update_yaxes(range=[-0.05, 1.05], row=1, col=2)
-    log_axis(fig, "x", [0.1, 1, 10], row=1, col=3)
+    # E_sc's axes hold every frame: plotly keeps the first frame's range (it clipped ρ's frames)
+    alphas = np.concatenate([p.alphas.abs().numpy() for p in profiles])
+    log_axis(fig, "x", sorted({float(f"{a:.3g}") for a in alphas}), row=1, col=3)
+    scales = np.concatenate([p.scale.numpy() for p in profiles])
+    fig.update_yaxes(range=covering_range(scales), row=1, col=3)
     fig.update_xaxes(title_text="|α|", row=1, col=3)
     return fig
+
+
+def _inputs(p: SymmetryProfile) -> str:
+    """The inputs' correlation and mean for a title, to three significant digits (nothing for
+    independent standard inputs)."""
+    return f" (ρ = {p.rho:.3g}, mean {p.mean:.3g})" if p.rho or p.mean else ""
 
 
 def _require_profile(where: str, p: SymmetryProfile) -> None:
@@ -314,14 +338,13 @@ def widget(
             rho=rho_box.value,
             mean=mean_box.value,
         )
-        n_panels = 4 if transforms else 3
-        fig, axes = plt.subplots(1, n_panels, figsize=(3.7 * n_panels, 3.4), dpi=72)
+        fig, axes = widget_axes(4 if transforms else 3, cols=2, panel_height=3.1)
         lim = float(p.violation.abs().max()) or 1.0
         g = p.grid.numpy()
         im = axes[0].imshow(
             p.violation.numpy(),
             origin="lower",
-            cmap="RdBu_r",
+            cmap="RdBu_r",  # the course's signed colours: red positive, blue negative
             vmin=-lim,
             vmax=lim,
             extent=(g[0], g[-1], g[0], g[-1]),
@@ -331,38 +354,55 @@ def widget(
             a, b = input_contour(p.rho, p.mean, radius)
             axes[0].plot(b, a, "k:", lw=1)
         if cloud is not None:
-            axes[0].scatter(cloud_b, cloud_a, s=3, alpha=0.4, color="#009E73", label=cloud[2])
-            axes[0].legend(loc="lower right", fontsize=8)
+            axes[0].scatter(cloud_b, cloud_a, s=3, alpha=0.4, color="#009E73")
         axes[0].set(xlim=(g[0], g[-1]), ylim=(g[0], g[-1]))
-        axes[0].set(xlabel="b", ylabel="a", title="σ(a)b − σ(b)a; inputs 1σ, 2σ")
+        dots = f"; green: {cloud[2]}" if cloud is not None else ""
+        axes[0].set(xlabel="b", ylabel="a", title=f"σ(a)b − σ(b)a{dots}")
         if p.gate is None:
             axes[1].text(0.5, 0.5, "no gate: σ(0) ≠ 0", ha="center", va="center")
         else:
             axes[1].plot(g, p.gate.numpy(), color=COLORS["swiglu"])
         axes[1].set(xlabel="z", title="gate g(z) = σ(z)/z")
         pos = p.alphas > 0
-        axes[2].semilogx(
+        axes[2].plot(
             p.alphas[pos].numpy(), p.scale[pos].numpy(), "o-", label="α > 0", color=COLORS["swiglu"]
         )
-        axes[2].semilogx(
+        axes[2].plot(
             -p.alphas[~pos].numpy(),
             p.scale[~pos].numpy(),
             "s-",
             label="α < 0",
             color=COLORS["bilinear"],
         )
+        _log_ticks(axes[2], p.alphas.abs().numpy())
         axes[2].set(xlabel="|α|", title="scale violation E_sc(α)")
-        axes[2].legend()
+        # beside the panel, where it covers no line and no label
+        axes[2].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, frameon=False)
         if transforms:
             for name, entry in transforms.items():
-                axes[3].loglog(
+                axes[3].plot(
                     entry["alphas"], entry["scaled"], "o-", ms=3, color=COLORS.get(name),
-                    label=f"{name} (swap: {float(entry['swap']):.3g})",
+                    label=f"{name} (swap {float(entry['swap']):.3g})",
                 )  # fmt: skip
+            every = transforms.values()
+            _log_ticks(axes[3], np.concatenate([np.asarray(e["alphas"], float) for e in every]))
+            scaled = np.concatenate([np.asarray(e["scaled"], float) for e in every])
+            _log_ticks(axes[3], scaled, "y")
             axes[3].set(xlabel="α > 0", title="trained: loss after (αq, k/α)")
-            axes[3].legend(fontsize=7)
-        inputs = f", inputs ρ = {p.rho:g}, mean {p.mean:g}" if p.rho or p.mean else ""
-        fig.suptitle(f"{p.label}: exchange violation E_ex = {p.exchange:.3f}{inputs}")
+            axes[3].legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=9, ncol=2)
+        fig.suptitle(f"{p.label}: E_ex = {p.exchange:.3g}{_inputs(p)}")
         fig.tight_layout()
 
     return _live([act_box, beta_box, rho_box, mean_box], draw)
+
+
+def _log_ticks(ax: object, values: np.ndarray, axis: str = "x") -> None:
+    """A logarithmic ``axis`` ("x" or "y") on ``ax`` labelled at round values over ``values``
+    (at least two): matplotlib's default labelled a range within a decade once, or not at all."""
+    values = values[values > 0]
+    low, high = float(values.min()), float(values.max())
+    decades = range(int(np.floor(np.log10(low))), 1 + int(np.ceil(np.log10(high))))
+    ticks = log_ticks(low, high) or [10.0**e for e in decades]
+    getattr(ax, f"set_{axis}scale")("log")
+    getattr(ax, f"set_{axis}ticks")(ticks, [f"{t:g}" for t in ticks])
+    getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import plotly.graph_objects as go
 import sentencepiece as spm
 import torch
@@ -22,7 +21,7 @@ from .._checks import check_bool
 from ..diagnostics import commutant_projection, commutant_residual, twirl
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items, _require_number
-from ..plots.style import LAYOUT, _round, slider
+from ..plots.style import LAYOUT, _round, slider, widget_axes
 from ._live import _layer_head_boxes, _live, _require_prompt
 
 
@@ -116,7 +115,7 @@ def widget(
         A = twirl(model, ids, layer_box.value, head_box.value, [S])[S]
         P = commutant_projection(A, cfg.reference_rope)
         lim = float(A.abs().max()) or 1.0
-        fig, axes = plt.subplots(1, 2, figsize=(8, 3.8), dpi=72)
+        fig, axes = widget_axes(2, panel_height=3.5)
         for ax, M, name in zip(axes, (A, P), ("A0 / S", "commutant projection"), strict=True):
             ax.imshow(M.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
             ax.set(title=name, xticks=[], yticks=[])

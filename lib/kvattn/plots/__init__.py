@@ -9,7 +9,14 @@
 * :mod:`kvattn.plots.reports` — plots of run records: benchmark ratios, collapse
   trajectories and small multiples of runs grouped by what they vary;
 * :mod:`kvattn.plots.checks` — the argument checks they and the explorers share: bad input
-  raises before anything is drawn.
+  raises before anything is drawn;
+* :mod:`kvattn.plots.legibility` — the figure check (:func:`~kvattn.plots.legibility.check_figure`):
+  log axes with two labelled ticks or more, no overlapping labels, colour bars beside their own
+  panel, framed figures whose axes hold every frame, legible widget images.
+
+Importing this package installs the figure check on every figure shown when the environment
+variable ``KVATTN_FIGURE_CHECK`` is ``1`` (raise) or ``warn``
+(:func:`~kvattn.plots.legibility.install_figure_check`); the book build and nbval set it.
 
 Figures are built from the outputs of the compute functions in the other modules; nothing here
 trains or measures. The explorers, each with a static and a live face, are in
@@ -28,26 +35,55 @@ from .charts import (
     points_with_errors,
     run_curves,
 )
+from .legibility import (
+    FigureCheckError,
+    FigureCheckWarning,
+    check_figure,
+    figure_problems,
+    install_figure_check,
+    place_point_labels,
+)
 from .reports import benchmark_ratios, collapse_trajectories, run_panels
-from .style import COLORS, LAYER_COLORS, LAYOUT, color, log_axis, slider
+from .style import (
+    COLORS,
+    LAYER_COLORS,
+    LAYOUT,
+    color,
+    covering_range,
+    log_axis,
+    log_ticks,
+    slider,
+    widget_axes,
+)
 
 __all__ = [
     "COLORS",
     "LAYER_COLORS",
     "LAYOUT",
+    "FigureCheckError",
+    "FigureCheckWarning",
     "benchmark_ratios",
+    "check_figure",
     "collapse_trajectories",
     "color",
+    "covering_range",
     "dose_response",
+    "figure_problems",
     "forest",
     "heatmap_grid",
+    "install_figure_check",
     "interval_bands",
     "line_plot",
     "line_slider",
     "log_axis",
+    "log_ticks",
     "loss_curves",
+    "place_point_labels",
     "points_with_errors",
     "run_curves",
     "run_panels",
     "slider",
+    "widget_axes",
 ]
+
+install_figure_check()  # on when KVATTN_FIGURE_CHECK says so (the book build, nbval)

@@ -198,3 +198,10 @@ def _require_threshold(threshold: object, log_y: bool) -> None:
     _require_number(
         "threshold value", threshold[0], np.nextafter(0.0, 1.0) if log_y else -biggest, biggest
     )
+
+
+#: The width of a book page's text column at a 1280 px window (CSS px): the width at which a
+#: plotly figure is drawn in the book and the widest a widget's image is shown.
+PAGE_WIDTH = 688
+#: The smallest text a static widget image may show on the page at 1280 px (CSS px).
+MIN_TEXT_PX = 10.0

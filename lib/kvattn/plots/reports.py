@@ -21,7 +21,7 @@ from .checks import (
     _require_threshold,
     _require_value,
 )
-from .style import LAYER_COLORS, LAYOUT, _round
+from .style import LAYER_COLORS, LAYOUT, _round, log_axis
 
 
 def benchmark_ratios(results: Sequence[dict]) -> go.Figure:
@@ -266,8 +266,9 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
                 _zeros_at_floor(x, per_layer[name], zeros, not zeros_shown), k // 3 + 1, k % 3 + 1
             )
             zeros_shown = True
-        if log_y:
-            fig.update_yaxes(type="log", exponentformat="power", row=k // 3 + 1, col=k % 3 + 1)
+        if log_y:  # at least two labels over what the panel draws
+            fig.update_yaxes(exponentformat="power", row=k // 3 + 1, col=k % 3 + 1)
+            log_axis(fig, "y", row=k // 3 + 1, col=k % 3 + 1)
     for name, label, c, dash in _COLLAPSE_FUNCTIONAL:
         fig.add_trace(
             go.Scatter(
@@ -399,8 +400,9 @@ def run_panels(
                 ),
                 **at,
             )
-    if log_y:
-        fig.update_yaxes(type="log", exponentformat="power", dtick=1)  # a label a decade
+    if log_y:  # a label a decade, or round values where the panels span less than two
+        fig.update_yaxes(exponentformat="power")
+        log_axis(fig, "y")
     fig.update_xaxes(nticks=4, tickangle=0)
     fig.update_xaxes(title_text=xaxis, row=rows)
     fig.update_yaxes(title_text=yaxis, col=1)

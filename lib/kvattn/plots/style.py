@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from .checks import _require_array, _require_choice, _require_items, _require_length
+from .checks import (
+    PAGE_WIDTH,
+    _require_array,
+    _require_choice,
+    _require_items,
+    _require_length,
+    _require_number,
+)
 
 #: One colour per layer kind, the same in every chapter (Okabe-Ito, colour-blind safe).
 COLORS = {
@@ -85,18 +93,89 @@ def round_significant(x: torch.Tensor | np.ndarray, significant: int) -> list:
     return plain(rounded.tolist())
 
 
+def log_ticks(low: float, high: float) -> list[float] | None:
+    """Ticks to label on a logarithmic axis over the positive ``[low, high]``: None when it
+    holds two powers of ten or more (one label a decade, plotly's ``dtick=1``), else values of
+    the 1-2-5 series (then every digit, then round steps) inside it, at least two of them, so
+    that no log axis shows a single label (a loss between 0.009 and 0.03 showed only "0.01")."""
+    if not (np.isfinite(low) and np.isfinite(high)) or low <= 0 or high < low:
+        raise ValueError(f"log_ticks needs 0 < low ≤ high, got {low!r}, {high!r}")
+    decades = range(int(np.floor(np.log10(low))) - 1, int(np.ceil(np.log10(high))) + 1)
+    if sum(low <= 10.0**e <= high for e in decades) >= 2:
+        return None
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [
+            float(f"{m}e{e}") for e in decades for m in mantissas if low <= m * 10.0**e <= high
+        ]
+        if len(ticks) >= 2:
+            return ticks
+    step = (
+        10.0 ** np.floor(np.log10(high - low))
+        if high > low
+        else 10.0 ** np.floor(np.log10(low) - 1)
+    )
+    ticks = []
+    for factor in (0.1, 0.2, 0.5, 1.0, 2.0, 5.0):  # the finest round step: at most 6 ticks
+        grid = step * factor * np.arange(np.ceil(low / (step * factor)), high / (step * factor) + 1)
+        ticks = [float(f"{v:.3g}") for v in grid if low <= v <= high]
+        if len(ticks) <= 6:
+            break
+    if len(ticks) < 2:  # a single value: label it and one round value either side
+        ticks = [float(f"{v:.2g}") for v in (low * 0.9, low, low * 1.1)]
+    return ticks
+
+
+def _drawn(fig: go.Figure, axis: str, **where) -> np.ndarray:
+    """The positive values the figure's traces draw along ``axis`` ("x" or "y"), in the
+    subplots ``where`` selects (``row``, ``col``: as plotly's ``select_traces``)."""
+    chosen = {k: v for k, v in where.items() if k in ("row", "col")}
+    traces = fig.select_traces(**chosen) if chosen and fig._has_subplots() else fig.data
+    parts = [
+        np.asarray([v for v in np.ravel(getattr(t, axis)) if isinstance(v, int | float)], float)
+        for t in traces
+        if getattr(t, axis, None) is not None and t.type not in ("table", "heatmap")
+    ]
+    values = np.concatenate(parts) if parts else np.zeros(0)
+    return values[np.isfinite(values) & (values > 0)]
+
+
 def log_axis(fig: go.Figure, axis: str, values: Sequence[float] | None = None, **where) -> None:
-    """Make ``axis`` ("x" or "y") logarithmic with readable ticks: at the sampled ``values`` when
-    there are at most 12 of them, else one tick per decade (plotly's default labels minor ticks
-    with bare digits such as "2 3 4", which read as values). Raises ValueError for an ``axis``
-    other than "x"/"y" or ``values`` that are not positive and finite."""
+    """Make ``axis`` ("x" or "y") logarithmic with readable ticks, at least two labelled: at the
+    sampled ``values`` when there are at most 12 of them, else at :func:`log_ticks` of their
+    range (``values`` None: of the values the figure's traces already draw on that axis; with
+    none drawn yet, plotly chooses, and it always labels two or more). Plotly's default labels
+    minor ticks with bare digits such as "2 3 4", which read as values, and one label per decade
+    left an axis within a decade a single label. Raises ValueError for an ``axis`` other than
+    "x"/"y" or ``values`` that are not positive and finite."""
     _require_choice("axis", axis, ("x", "y"))
     update = fig.update_xaxes if axis == "x" else fig.update_yaxes
     values = None if values is None else _require_array("values", values, 1, positive=True).tolist()
-    if values is not None and len(values) <= 12:
+    if values is not None and len(set(values)) <= 12:
         update(type="log", tickvals=values, ticktext=[f"{v:g}" for v in values], **where)
-    else:
+        return
+    drawn = np.asarray(values) if values is not None else _drawn(fig, axis, **where)
+    if drawn.size == 0:
+        update(type="log", exponentformat="power", **where)
+        return
+    ticks = log_ticks(float(drawn.min()), float(drawn.max()))
+    if ticks is None:
         update(type="log", dtick=1, **where)
+    else:
+        update(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks], **where)
+
+
+def covering_range(values: np.ndarray, *, log: bool = False, pad: float = 0.05) -> list[float]:
+    """An axis range (log10 units when ``log``) holding every value, with ``pad`` of the span on
+    each side: what a figure with frames sets, since plotly keeps the first frame's autorange
+    and clips the others. ValueError when no value is finite (and positive when ``log``)."""
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v) & ((v > 0) if log else True)]
+    if not v.size:
+        raise ValueError("covering_range needs at least one finite (positive for log) value")
+    v = np.log10(v) if log else v
+    low, high = float(v.min()), float(v.max())
+    margin = pad * (high - low) or (0.1 if log else 0.05 * max(abs(high), 1.0))
+    return [round(low - margin, 6), round(high + margin, 6)]
 
 
 def _short(label: str) -> str:
@@ -135,3 +214,29 @@ def slider(frame_names: Sequence[str], labels: Sequence[str], prefix: str) -> di
         for name, label in zip(frame_names, labels, strict=True)
     ]
     return dict(active=0, currentvalue=dict(prefix=prefix), pad=dict(t=60), steps=steps)
+
+
+#: Resolution of a live explorer's image: its 10 pt text is 12.5 px on the page.
+WIDGET_DPI = 90
+
+
+def widget_axes(panels: int, *, cols: int = 2, panel_height: float = 3.0) -> tuple:
+    """A matplotlib figure for a live explorer's image, ``panels`` axes on a grid of ``cols``
+    columns (one panel a row with ``cols=1``), as wide as a book column at 1280 px
+    (:data:`~kvattn.plots.checks.PAGE_WIDTH`) at :data:`WIDGET_DPI`, so that the page shows it
+    unscaled and its smallest text (9 pt) is 11 px: four panels in a row, 1,065 px wide, were
+    shrunk to the column and their labels to 6 px. Returns ``(fig, axes)``, axes a list;
+    ValueError for ``panels``, ``cols`` < 1 or ``panel_height`` ≤ 0."""
+    _require_number("panels", panels, 1, integer=True)
+    _require_number("cols", cols, 1, integer=True)
+    _require_number("panel_height", panel_height, 0.5)
+    cols = min(cols, panels)
+    rows = -(-panels // cols)
+    width = 0.94 * PAGE_WIDTH / WIDGET_DPI  # savefig's tight box adds a margin
+    fig, grid = plt.subplots(
+        rows, cols, figsize=(width, panel_height * rows), dpi=WIDGET_DPI, squeeze=False
+    )
+    axes = list(grid.ravel())
+    for ax in axes[panels:]:
+        ax.remove()
+    return fig, axes[:panels]
