@@ -373,7 +373,8 @@ def test_chapter5_answer_states_what_the_shipped_runs_support():
     pairs = R.rate_pairs([r["silu_shared"], r["confirmatory"]])
     assert f"+{min(c.mean for c in pairs.values()):.4f} to " in answer
     assert f"+{max(c.mean for c in pairs.values()):.4f} across four pairs" in answer
-    assert r["confirmatory"].design["steps"] == 1000 and "after 1,000 steps" in answer
+    assert r["confirmatory"].design["steps"] == 1000
+    assert "at the end of a 1,000-step budget" in answer and "faster" not in answer
     three = R.verdicts(r["three_x"])
     assert {v.verdict for v in three.values()} == {"within ±0.01"}
     powers = sorted(round(v.power, 2) for v in three.values())
@@ -407,6 +408,60 @@ def test_chapter5_tools_and_results_prose():
     assert all(c.equivalence_p(0.01) < 0.05 for c in r["three_x"] + r["horizon_tests"])
     assert stats.holm([eq[0], eq[1]]) == [True, True]  # SiLU and GELU alone: GELU passes
     assert R.verdicts(r["horizon_tests"])["gelu"].verdict == "not resolved"
+
+
+def test_chapter5_paired_trajectory_is_the_paired_test_at_every_evaluation():
+    """contrast_report.paired_trajectory, which draws chapter 5's figure of the difference along
+    the long runs: at each evaluation it is stats.paired_difference of the two kinds' losses at
+    that step, with its t interval; Bonferroni widens every interval; steps count from 1."""
+    from kvattn import contrast_report as R
+    from kvattn import experiments
+
+    run = experiments.load_shipped("symmetry_contrast_silu_12000").contrast
+    t = R.paired_trajectory(run, "silu")
+    wide = R.paired_trajectory(run, "silu", bonferroni=True)
+    assert t.steps == [s + 1 for s in run.eval_steps] and t.n == 15
+    assert wide.level_each == pytest.approx(1 - 0.05 / len(run.eval_steps))
+    for i in (0, 9, len(t.steps) - 1):
+        d = stats.paired_difference(
+            [c[i] for c in run.curves["silu symmetric"]], [c[i] for c in run.curves["silu gated"]]
+        )
+        assert (t.mean[i], t.se[i], t.p[i]) == pytest.approx((d.mean, d.se, d.p))
+        assert (t.lower[i], t.upper[i]) == pytest.approx(stats.t_interval(d.mean, d.se, d.n))
+        assert wide.lower[i] < t.lower[i] < t.upper[i] < wide.upper[i]
+    # the final evaluation is the shipped contrast itself
+    assert t.mean[-1] == pytest.approx(run.contrasts[0].mean)
+    assert set(wide.below_zero()) < set(t.below_zero())
+    with pytest.raises(ValueError, match="no curves"):
+        R.paired_trajectory(run, "gelu")
+    with pytest.raises(ValueError, match="level"):
+        R.paired_trajectory(run, "silu", level=1.5)
+
+
+def test_chapter5_pairing_rows_measure_what_pairing_cancels():
+    """contrast_report.pairing_rows: r is Pearson's correlation of the two kinds' final losses
+    and ratio the paired spread over the unpaired one, √(1 − r) when both spread alike; runs
+    with fewer pairs than asked are left out."""
+    import numpy as np
+
+    from kvattn import contrast_report as R
+    from kvattn import experiments
+
+    run = experiments.load_shipped("symmetry_contrast_powered").contrast
+    rows = R.pairing_rows({"powered": run})
+    assert [row["σ"] for row in rows] == ["silu", "gelu", "relu"]
+    for row in rows:
+        s = np.array(run.final[f"{row['σ']} symmetric"])
+        g = np.array(run.final[f"{row['σ']} gated"])
+        r = np.corrcoef(s, g)[0, 1]
+        ratio = np.std(s - g, ddof=1) / np.hypot(np.std(s, ddof=1), np.std(g, ddof=1))
+        assert row["r"] == f"{r:+.2f}" and row["ratio"] == f"{ratio:.2f}"
+    assert (
+        R.pairing_rows({"map": experiments.load_shipped("symmetry_contrast_horizon").contrast})
+        == []
+    )
+    with pytest.raises(ValueError, match="at least one run"):
+        R.pairing_rows({})
 
 
 def test_chapter5_rate_pairs_prose():
