@@ -264,3 +264,17 @@ def test_importing_plots_installs_the_check_when_the_environment_asks(tmp_path):
     env["KVATTN_FIGURE_CHECK"] = "0"
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def test_signed_heat_maps_follow_the_colour_convention():
+    """book/notation.md: red positive, blue negative, white 0, on a scale symmetric about 0."""
+    signed = torch.tensor([[-2.0, 1.0], [0.5, 0.0]])
+    grid = plots.heatmap_grid({"a": signed, "b": -signed}, x=[0, 1], y=[0, 1], **LINE)
+    own = plots.heatmap_grid({"a": signed}, x=[0, 1], y=[0, 1], shared_scale=False, **LINE)
+    profile = symmetry.symmetry_profile("silu", n=11)
+    maps = [*grid.data, *own.data, explorers.symmetry.figure([profile], profile).data[0]]
+    for heat in maps:
+        assert heat.colorscale[0][1] == "rgb(5,48,97)"  # RdBu_r: blue at the low end
+        assert heat.colorscale[-1][1] == "rgb(103,0,31)"  # red at the high end
+        assert heat.zmin == -heat.zmax
+    assert plots.SIGNED_SCALE == "RdBu_r"

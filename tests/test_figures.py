@@ -47,7 +47,7 @@ def test_the_old_modules_hand_out_the_new_homes_objects():
     new = {
         "forest", "FigureCheckError", "FigureCheckWarning", "check_figure", "covering_range",
         "figure_problems", "install_figure_check", "log_ticks", "place_point_labels",
-        "widget_axes",
+        "SIGNED_COLORS", "SIGNED_SCALE", "widget_axes",
     }  # fmt: skip
     old_plots = [name for name in plots.__all__ if name not in new]
     for name in old_plots:

@@ -22,7 +22,7 @@ from torch import Tensor
 from ..interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
 from ..mlp import SlotMLP
 from ..plots.checks import _require_array, _require_items, _require_length
-from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider, widget_axes
+from ..plots.style import COLORS, LAYOUT, SIGNED_SCALE, _frame_names, _round, slider, widget_axes
 from ._live import _live
 
 
@@ -74,7 +74,7 @@ def figure(
             z=_round(matrix, 3),
             x=names,
             y=names,
-            colorscale="RdBu_r",
+            colorscale=SIGNED_SCALE,
             zmin=-zmax,
             zmax=zmax,
             showscale=show,
@@ -157,7 +157,7 @@ def widget(
         M = symmetrise(B) if sym_box.value else B
         lim = float(M.abs().max()) or 1.0
         fig, axes = widget_axes(2, panel_height=3.8)
-        im = axes[0].imshow(M.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
+        im = axes[0].imshow(M.numpy(), cmap=SIGNED_SCALE, vmin=-lim, vmax=lim)
         axes[0].set_xticks(range(len(feature_names)), feature_names, rotation=90)
         axes[0].set_yticks(range(len(feature_names)), feature_names)
         fig.colorbar(im, ax=axes[0], shrink=0.8)

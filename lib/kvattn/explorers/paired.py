@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import ipywidgets as widgets
 
 from ..plots.checks import _require_array, _require_choice, _require_items
-from ..plots.style import widget_axes
+from ..plots.style import SIGNED_COLORS, widget_axes
 from ..train import SeedRuns
 from ._live import _live
 
@@ -59,7 +59,7 @@ def widget(runs: Mapping[str, SeedRuns], first: str, second: str) -> widgets.VBo
         lo = min(a.final + b.final)
         axes[0].set(xlabel="seed", ylabel="final validation loss", ylim=(lo - 0.1, None))
         axes[0].legend(fontsize=9)
-        axes[1].bar(seeds, diffs, color=["#D55E00" if x > 0 else "#0072B2" for x in diffs])
+        axes[1].bar(seeds, diffs, color=[SIGNED_COLORS[x > 0] for x in diffs])
         axes[1].axhline(0, color="black", lw=0.8)
         mean = sum(diffs) / len(diffs)
         axes[1].set(xlabel="seed", title=f"A − B per seed (mean {mean:+.3f})")

@@ -29,6 +29,7 @@ from ..plots.checks import (
 from ..plots.style import (
     COLORS,
     LAYOUT,
+    SIGNED_SCALE,
     _round,
     _short,
     covering_range,
@@ -135,7 +136,7 @@ def figure(
                 z=round_significant(p.violation, 2),
                 x=_round(p.grid, 3),
                 y=_round(p.grid, 3),
-                colorscale="RdBu_r",
+                colorscale=SIGNED_SCALE,
                 zmin=-zmax,
                 zmax=zmax,
                 colorbar=dict(x=0.27, len=0.85, thickness=12),
@@ -344,7 +345,7 @@ def widget(
         im = axes[0].imshow(
             p.violation.numpy(),
             origin="lower",
-            cmap="RdBu_r",  # the course's signed colours: red positive, blue negative
+            cmap=SIGNED_SCALE,  # the course's signed colours: red positive, blue negative
             vmin=-lim,
             vmax=lim,
             extent=(g[0], g[-1], g[0], g[-1]),

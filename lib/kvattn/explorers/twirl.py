@@ -21,7 +21,7 @@ from .._checks import check_bool
 from ..diagnostics import commutant_projection, commutant_residual, twirl
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items, _require_number
-from ..plots.style import LAYOUT, _round, slider, widget_axes
+from ..plots.style import LAYOUT, SIGNED_SCALE, _round, slider, widget_axes
 from ._live import _layer_head_boxes, _live, _require_prompt
 
 
@@ -53,7 +53,9 @@ def figure(densities: Mapping[int, torch.Tensor], interleaved: bool = True) -> g
     def traces(A: torch.Tensor) -> list:
         P = commutant_projection(A, interleaved)
         return [
-            go.Heatmap(z=_round(M, 4), colorscale="RdBu_r", zmin=-zmax, zmax=zmax, showscale=i == 1)
+            go.Heatmap(
+                z=_round(M, 4), colorscale=SIGNED_SCALE, zmin=-zmax, zmax=zmax, showscale=i == 1
+            )
             for i, M in enumerate((A, P))
         ]
 
@@ -117,7 +119,7 @@ def widget(
         lim = float(A.abs().max()) or 1.0
         fig, axes = widget_axes(2, panel_height=3.5)
         for ax, M, name in zip(axes, (A, P), ("A0 / S", "commutant projection"), strict=True):
-            ax.imshow(M.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
+            ax.imshow(M.numpy(), cmap=SIGNED_SCALE, vmin=-lim, vmax=lim)
             ax.set(title=name, xticks=[], yticks=[])
         fig.suptitle(
             f"S = {S}: commutant residual {float(commutant_residual(A, cfg.reference_rope)):.2f}"

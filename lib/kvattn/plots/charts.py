@@ -29,6 +29,7 @@ from .checks import (
 from .legibility import place_point_labels
 from .style import (
     LAYOUT,
+    SIGNED_SCALE,
     _frame_names,
     _round,
     color,
@@ -209,7 +210,7 @@ def heatmap_grid(
     )
     zmax = max(float(np.abs(a).max()) for a in arrays.values()) if symmetric else None
     for i, name in enumerate(names):
-        scale = dict(colorscale="RdBu_r" if symmetric else "Viridis")
+        scale = dict(colorscale=SIGNED_SCALE if symmetric else "Viridis")
         if symmetric:
             scale.update(zmin=-zmax, zmax=zmax)
         bar = dict(len=0.8)

@@ -44,6 +44,12 @@ COLORS = {
 #: The layout every figure shares (white template, 13 pt font, margins with room for a title).
 LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=60, r=20, t=90, b=50))
 
+#: The colour convention for signed values (book/notation.md): the diverging map of every signed
+#: heat map, centred at 0 (red positive, blue negative, white 0), and its two ends for a signed
+#: bar or point, indexed by ``value > 0``.
+SIGNED_SCALE = "RdBu_r"
+SIGNED_COLORS = ("#2166AC", "#B2182B")
+
 #: One colour per decoder layer in the trajectory plots (Okabe-Ito order, then greys).
 LAYER_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 
