@@ -56,7 +56,9 @@ DESCRIPTION = """Remake the files the course ships in data/, from a clone or a p
 
 Files go under --out (default reproduced/) in data/'s layout; training runs under --runs
 (default runs/). Nothing that exists is replaced without --overwrite; --resume continues
-interrupted runs. The exit status is 1 when a run failed (the others still ran)."""
+interrupted runs; --reship writes the outputs of finished runs again (no training). SIGINT or
+SIGTERM stops every run and says where each can resume. The exit status is 1 when a run failed
+or was stopped (the others still ran)."""
 
 
 def _device(text: str) -> str:
