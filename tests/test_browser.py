@@ -401,6 +401,42 @@ DIAGRAM_LABELS_JS = """() => Array.from(document.querySelectorAll("svg[role=img]
     text: t.firstChild.data.trim(),
     px: parseFloat(getComputedStyle(t).fontSize) * t.ownerSVGElement.getScreenCTM().a,
   }))"""
+# Tables, formulas (display and inline), theorem and other boxes whose content is cut off on a
+# phone: a box that is narrower than its content and does not scroll (overflow-x hidden or clip),
+# or one that sticks out of an ancestor that clips it before any ancestor scrolls. The page may
+# stay as wide as the window while a formula loses its end (the theme clips div.math and every
+# admonition), which OVERFLOW_JS cannot see. Folded parts are opened first.
+CLIPPED_JS = """() => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  const clips = v => v === "hidden" || v === "clip";
+  const scrolls = v => v === "auto" || v === "scroll";
+  const name = e => `${e.tagName.toLowerCase()}.${[...e.classList].join(".")}`
+    + ` "${(e.textContent || "").trim().replace(/\\s+/g, " ").slice(0, 50)}"`;
+  const found = [];
+  const targets = document.querySelectorAll([
+    ".bd-article table", ".bd-article div.math", ".bd-article span.math",
+    ".bd-article mjx-container", ".bd-article .admonition", ".bd-article div.proof",
+  ].join(", "));
+  for (const el of targets) {
+    if (!el.checkVisibility()) continue;
+    const own = getComputedStyle(el).overflowX;
+    if (el.scrollWidth > el.clientWidth + 1 && !scrolls(own) && clips(own)) {
+      found.push(`${name(el)}: ${el.scrollWidth - el.clientWidth} px cut off (overflow-x ${own})`);
+      continue;
+    }
+    const box = el.getBoundingClientRect();
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      const style = getComputedStyle(a).overflowX;
+      if (scrolls(style)) break;
+      if (!clips(style)) continue;
+      const outer = a.getBoundingClientRect();
+      const over = Math.max(box.right - outer.right, outer.left - box.left);
+      if (over > 1) found.push(`${name(el)}: ${Math.round(over)} px cut off by ${name(a)}`);
+      break;
+    }
+  }
+  return found.slice(0, 8);
+}"""
 # The smallest label a diagram may show on a phone (a subscript), in CSS px.
 SMALLEST_LABEL_PX = 10.5
 DOWNLOAD_LINKS_JS = """() => Array.from(document.querySelectorAll(
@@ -410,7 +446,8 @@ DOWNLOAD_LINKS_JS = """() => Array.from(document.querySelectorAll(
 
 @pytest.mark.parametrize("name", PAGES)
 def test_page_on_a_phone(name: str, site: str, browser: Browser) -> None:
-    """At 375×740 no page scrolls sideways (the page is no wider than the window), and the
+    """At 375×740 no page scrolls sideways (the page is no wider than the window), no table,
+    formula or theorem box is cut off (each scrolls inside its own box instead), and the
     buttons that download the page's source (a chapter's .ipynb) carry the download attribute,
     so that a server sending the notebook as JSON does not open it as text in a new tab. A
     diagram's labels stay legible: the column scaled chapter 3's subscripts down to 9 px."""
@@ -425,8 +462,10 @@ def test_page_on_a_phone(name: str, site: str, browser: Browser) -> None:
         overflow = page.evaluate(OVERFLOW_JS)
         links = page.evaluate(DOWNLOAD_LINKS_JS)
         labels = page.evaluate(DIAGRAM_LABELS_JS)
+        clipped = page.evaluate(CLIPPED_JS)  # last: it opens the folded parts
     finally:
         context.close()
+    assert not clipped, f"{name}: content cut off on a phone:\n  " + "\n  ".join(clipped)
     small = [f"{x['text']!r} at {x['px']:.1f} px" for x in labels if x["px"] < SMALLEST_LABEL_PX]
     assert not small, f"{name}: diagram labels under {SMALLEST_LABEL_PX} px on a phone: {small[:5]}"
     assert overflow["scroll"] <= overflow["width"] + 1, (
