@@ -200,8 +200,8 @@ def _require_threshold(threshold: object, log_y: bool) -> None:
     )
 
 
-#: The width of a book page's text column at a 1280 px window (CSS px): the width at which a
-#: plotly figure is drawn in the book and the widest a widget's image is shown.
+#: The width in CSS px of a book page's text column at a 1280 px window, at which a plotly
+#: figure is drawn in the book and the widest a widget's image is shown.
 PAGE_WIDTH = 688
 #: The smallest text a static widget image may show on the page at 1280 px (CSS px).
 MIN_TEXT_PX = 10.0

@@ -556,7 +556,8 @@ def figure_problems(
     that width; a figure with frames must give each axis a range holding every frame (plotly
     keeps the first frame's autorange, and clips the others). With ``min_text_px``, a matplotlib
     figure's smallest text must be at least that many px when its image is shown at most
-    ``width`` px wide (a static widget image: :data:`MIN_TEXT_PX` at :data:`PAGE_WIDTH`).
+    ``width`` px wide (a static widget image: :data:`~kvattn.plots.checks.MIN_TEXT_PX` at
+    :data:`~kvattn.plots.checks.PAGE_WIDTH`).
 
     Raises TypeError for anything but a plotly or a matplotlib figure.
     """
@@ -612,7 +613,8 @@ def install_figure_check(mode: str | None = None) -> bool:
     """Check every figure when it is shown: a plotly figure when it is displayed
     (``fig.show()`` or as a cell's value), a matplotlib figure when it is turned into an image
     (the inline backend's display, ``savefig``: the live explorers' images), with
-    :func:`figure_problems` (matplotlib figures also at :data:`MIN_TEXT_PX` on the page).
+    :func:`figure_problems` (matplotlib figures also at
+    :data:`~kvattn.plots.checks.MIN_TEXT_PX` on the page).
 
     ``mode``: ``"1"``/``"error"`` raises :class:`FigureCheckError`, ``"warn"`` warns with
     :class:`FigureCheckWarning`, ``"0"``/``""`` removes the check; ``None`` reads the

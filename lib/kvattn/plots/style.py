@@ -44,10 +44,10 @@ COLORS = {
 #: The layout every figure shares (white template, 13 pt font, margins with room for a title).
 LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=60, r=20, t=90, b=50))
 
-#: The colour convention for signed values (book/notation.md): the diverging map of every signed
-#: heat map, centred at 0 (red positive, blue negative, white 0), and its two ends for a signed
-#: bar or point, indexed by ``value > 0``.
+#: The colour convention for signed values, as the notation page states it. Every signed heat
+#: map uses this diverging map centred at 0, red positive, blue negative, white 0.
 SIGNED_SCALE = "RdBu_r"
+#: The two ends of :data:`SIGNED_SCALE` for a signed bar or point, indexed by ``value > 0``.
 SIGNED_COLORS = ("#2166AC", "#B2182B")
 
 #: One colour per decoder layer in the trajectory plots (Okabe-Ito order, then greys).
@@ -222,7 +222,7 @@ def slider(frame_names: Sequence[str], labels: Sequence[str], prefix: str) -> di
     return dict(active=0, currentvalue=dict(prefix=prefix), pad=dict(t=60), steps=steps)
 
 
-#: Resolution of a live explorer's image: its 10 pt text is 12.5 px on the page.
+#: The resolution of a live explorer's image, in dots per inch (its 10 pt text is 12.5 px).
 WIDGET_DPI = 90
 
 
