@@ -483,15 +483,19 @@ def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
     title = fig.layout.title.text
     boxes = []
     if title:
-        size = float(fig.layout.title.font.size or geo.font * 1.3)
+        # plotly draws a title at 1.4 × the layout's font, from x = 0.05 of the figure (the
+        # house template), on one line: a longer one runs off the figure's right edge
+        size = float(fig.layout.title.font.size or round(geo.font * 1.4))
         w = _text_width(title, size)
-        if w > geo.width - 10:
+        x0 = (0.05 if fig.layout.title.x is None else float(fig.layout.title.x)) * geo.width
+        x0 = x0 - w / 2 if fig.layout.title.xanchor == "center" else x0
+        if x0 + 0.97 * w > geo.width:
             problems.append(
-                f"the title ({w:.0f} px) is wider than the figure ({geo.width:.0f} px): "
-                f"{title[:50]!r}"
+                f"the title runs {x0 + w - geo.width:.0f} px past the figure's edge at "
+                f"{geo.width:.0f} px (break it with <br> or shorten it): {title[:50]!r}"
             )
         boxes.append(
-            (f"title {title[:30]!r}", _text_box(title, size, 10, geo.top / 2, "left", "middle"))
+            (f"title {title[:30]!r}", _text_box(title, size, x0, geo.top / 2, "left", "middle"))
         )
     for note in fig.layout.annotations:
         if not note.text or note.visible is False:
