@@ -218,6 +218,47 @@ def test_the_live_explorers_draw_legible_images(monkeypatch):
     assert len(images) == 6
 
 
+class _Chars:
+    """A stand-in for a SentencePiece processor: one token per visible character."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) % 16 for c in text if c.isprintable() and not c.isspace()]
+
+    def id_to_piece(self, i: int) -> str:
+        return "▁" + chr(ord("a") + i) * 3
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(map(self.id_to_piece, ids))
+
+
+def test_the_model_explorers_draw_legible_images(monkeypatch, capsys):
+    """Chapters 6, 7 and 9: the attention explorer's token labels were 7 px on the page and the
+    deductive explorer's image, 850 px wide, was shrunk to the column and its titles to 6.5 px.
+    A prompt as long as the context and a constant-G model (three blank panels) included."""
+    from kvattn.ablations import constant_g_from
+    from kvattn.config import PLDRConfig
+    from kvattn.pldr import GPT, PLDRLLM
+
+    images = _live_images(monkeypatch)
+    cfg = PLDRConfig(
+        vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=2,
+        num_reslayerA=1, A_dff=8, max_position_embeddings=32,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    gpt, pldr = GPT(cfg).eval(), PLDRLLM(cfg).eval()
+    G = [torch.randn(2, 8, 8) for _ in range(2)]
+    assert install_figure_check("1")
+    explorers.attention.widget(gpt, _Chars(), "a cat", layer=1, head=1)
+    explorers.attention.widget(gpt, _Chars(), "the quick brown fox jumps over the lazy dog" * 2)
+    explorers.deductive.widget(pldr, _Chars(), ["a cat", "a dog", "the cow"])
+    explorers.deductive.widget(constant_g_from(pldr, G).eval(), _Chars(), ["a cat", "a dog"])
+    assert len(images) == 4
+    printed = capsys.readouterr().out
+    assert "sees only its first 32" in printed
+    assert max(len(line) for line in printed.splitlines() if "tensor" in line) <= 80
+    assert "stage ratios of the relative spread: A→A_LM" in printed
+
+
 # -- the hook --------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import plotly.graph_objects as go
 import sentencepiece as spm
 import torch
@@ -20,8 +19,11 @@ from plotly.subplots import make_subplots
 from ..diagnostics import HeadProfile, head_profile
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items, _require_length
-from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider
+from ..plots.style import COLORS, LAYOUT, _frame_names, _round, slider, widget_axes
 from ._live import _encode, _layer_head_boxes, _live, _require_prompt
+
+#: The most tokens the live face names beside its attention map (every k-th beyond that).
+MAX_TOKEN_LABELS = 16
 
 
 def figure(profiles: Sequence[HeadProfile], tokens: Sequence[str]) -> go.Figure:
@@ -118,7 +120,9 @@ def widget(
     the asymmetry of its bilinear form (chapter 6). ``tokenizer`` is a SentencePiece processor.
 
     Every argument is checked before anything is drawn. A prompt longer than the model's
-    context is cut to its first tokens, and the page says so.
+    context is cut to its first tokens, and the page says so. The image is a book column wide
+    (:func:`~kvattn.plots.style.widget_axes`); beside the attention map it names at most
+    :data:`MAX_TOKEN_LABELS` tokens (every k-th of a longer prompt).
 
     Raises TypeError when ``model`` is not a :class:`kvattn.pldr.DecoderLM` or ``text`` is no
     str; ValueError when ``text`` encodes to no tokens (empty, white space, only characters the
@@ -155,16 +159,18 @@ def widget(
         device = next(model.parameters()).device
         p = head_profile(model, torch.tensor([ids], device=device), layer_box.value, head_box.value)
         pieces = [tokenizer.id_to_piece(i) for i in ids]
-        fig, axes = plt.subplots(
-            1, 2, figsize=(10, 4), dpi=72, gridspec_kw={"width_ratios": [3, 2]}
-        )
+        fig, axes = widget_axes(2, cols=2, panel_height=3.4)
         axes[0].imshow(p.E.numpy(), cmap="Blues", vmin=0, vmax=1)
-        axes[0].set_yticks(range(len(pieces)), pieces, fontsize=7)
+        # at most MAX_TOKEN_LABELS tokens named, every k-th: at 9 pt a long prompt's labels
+        # would print on one another (at 7 pt they were 7 px on the page)
+        step = -(-len(pieces) // MAX_TOKEN_LABELS)
+        shown = range(0, len(pieces), step)
+        axes[0].set_yticks(shown, [f"{i}:{pieces[i]}" for i in shown], fontsize=9)
         axes[0].set_xticks([])
-        axes[0].set_title("attention weights E (rows: queries)")
+        axes[0].set(xlabel="keys", title="attention weights E")
         axes[1].plot(p.asym.numpy(), "o-", color=COLORS["bilinear"])
         axes[1].set(xlabel="distance δ", ylim=(0, 2.05), title="asymmetry of M_h(δ)")
-        fig.suptitle(f"layer {p.layer}, head {p.head}")
+        fig.suptitle(f"layer {p.layer}, head {p.head} (rows of E: queries)")
         fig.tight_layout()
 
     return _live([text_box, layer_box, head_box], draw)

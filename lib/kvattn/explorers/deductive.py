@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import plotly.graph_objects as go
 import sentencepiece as spm
 import torch
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 from plotly.subplots import make_subplots
 
 from ..diagnostics import DEDUCTIVE, DeductiveProfile, deductive_profile, deductive_tensors
 from ..pldr import DecoderLM
 from ..plots.checks import _require_array, _require_items
-from ..plots.style import LAYOUT, round_significant, slider
+from ..plots.style import LAYOUT, round_significant, slider, widget_axes
 from ._live import _NO_TOKENS, _layer_head_boxes, _live, _text_box
 
 
@@ -101,12 +101,7 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
                 f"{n} {p.order[n]:.2g} | {p.order_rms.get(n, float('nan')):.2g} | "
                 f"{p.relative_spread(n):.2g}"
             )
-        present = [n for n in names if n in p.first]
-        steps = [
-            f"{a}→{b} {p.relative_spread(b) / p.relative_spread(a):.2f}"
-            for a, b in pairwise(present)
-            if p.relative_spread(a) > 0
-        ]
+        steps = _stage_ratios(p)
         return (
             f"{who}layer {p.layer}, head {p.head}; order parameter by |mean| | by RMS | relative "
             "spread:<br>"
@@ -136,6 +131,17 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
         **{**LAYOUT, "margin": dict(l=30, r=40, t=120, b=50)},
     )
     return fig
+
+
+def _stage_ratios(p: DeductiveProfile) -> list[str]:
+    """ "A→A_LM 0.75", …: the ratio of relative spreads from each computed stage to the next
+    (below 1: that stage made the prompts' tensors more alike), both faces' last line."""
+    present = [n for n in DEDUCTIVE if n in p.first]
+    return [
+        f"{a}→{b} {p.relative_spread(b) / p.relative_spread(a):.2f}"
+        for a, b in pairwise(present)
+        if p.relative_spread(a) > 0
+    ]
 
 
 def _colour_scale(z: torch.Tensor) -> tuple[str, float, float]:
@@ -179,6 +185,17 @@ def _require_tensors(where: str, p: DeductiveProfile) -> None:
         )
 
 
+def _colour_bar(fig: object, image: object, ax: object) -> None:
+    """A narrow colour bar beside ``ax`` with at most three 9 pt labels in short notation: four
+    panels share a row of a book column, and default bars pushed their labels into the next
+    panel."""
+    bar = fig.colorbar(image, ax=ax, shrink=0.8, fraction=0.08, pad=0.04)
+    bar.locator = MaxNLocator(3)
+    bar.formatter = FuncFormatter(lambda v, _: f"{v:.2g}")
+    bar.ax.tick_params(labelsize=9)
+    bar.update_ticks()
+
+
 def widget(
     model: DecoderLM,
     tokenizer: spm.SentencePieceProcessor,
@@ -187,8 +204,10 @@ def widget(
     head: int = 0,
 ) -> widgets.VBox:
     """Edit the prompts (one box each) and pick a layer and head: A, A_LM, A_P, G_LM on the first
-    prompt, their spread across the prompts (each on its own colour scale, with colour bars), and
-    each tensor's order parameter by the magnitude of the mean and by the RMS.
+    prompt, their spread across the prompts (each on its own colour scale, with colour bars), in
+    an image a book column wide (:func:`~kvattn.plots.style.widget_axes`), and above it a printed
+    table of each tensor's order parameter by the magnitude of the mean and by the RMS and its
+    relative spread, with the stage ratios of the relative spread (the static face's title).
 
     A prompt is read by what the tokenizer makes of it: a box whose text encodes to no tokens
     (white space, zero-width characters, a BOM) is left out and named, and a prompt longer than
@@ -239,27 +258,40 @@ def widget(
             return
         ids = [torch.tensor([t], device=device) for t in tokens]
         p = deductive_profile(deductive_tensors(model, ids), layer_box.value, head_box.value)
-        fig, axes = plt.subplots(2, 4, figsize=(12, 5.4), dpi=72)
+        # the static face's numbers as a printed table: as panel titles they were 6.5 px
+        print(f"{'tensor':<8}{'order by |mean|':>17}{'order by RMS':>14}{'relative spread':>17}")
+        for name in DEDUCTIVE:
+            if name in p.first:
+                print(
+                    f"{name:<8}{p.order[name]:>17.2e}{p.order_rms[name]:>14.3f}"
+                    f"{p.relative_spread(name):>17.3f}"
+                )
+            else:  # a constant-G model computes G_LM only
+                print(f"{name:<8}{'not computed':>17}")
+        steps = _stage_ratios(p)
+        if steps:
+            print("stage ratios of the relative spread: " + ", ".join(steps))
+        fig, axes = widget_axes(8, cols=4, panel_height=2.0)
         for col, name in enumerate(DEDUCTIVE):
-            for row in range(2):
-                axes[row, col].set_xticks([])
-                axes[row, col].set_yticks([])
+            top_ax, spread_ax = axes[col], axes[4 + col]
+            for ax in (top_ax, spread_ax):
+                ax.set_xticks([])
+                ax.set_yticks([])
+            top_ax.set_title(name)
             if name not in p.first:  # a constant-G model computes G_LM only
-                axes[0, col].set_title(f"{name}: not computed", fontsize=9)
+                for ax in (top_ax, spread_ax):
+                    ax.text(0.5, 0.5, "not computed", ha="center", va="center", fontsize=9,
+                            transform=ax.transAxes)  # fmt: skip
                 continue
             colours, low, high = _colour_scale(p.first[name])
-            im = axes[0, col].imshow(p.first[name].numpy(), cmap=colours, vmin=low, vmax=high)
-            fig.colorbar(im, ax=axes[0, col], shrink=0.8)
-            axes[0, col].set_title(name)
+            im = top_ax.imshow(p.first[name].numpy(), cmap=colours, vmin=low, vmax=high)
+            _colour_bar(fig, im, top_ax)
             top = float(p.spread[name].max()) or 1.0  # its own scale: a small spread stays visible
-            im = axes[1, col].imshow(p.spread[name].numpy(), cmap="viridis", vmin=0, vmax=top)
-            fig.colorbar(im, ax=axes[1, col], shrink=0.8)
-            axes[1, col].set_title(
-                f"order {p.order[name]:.1e} (|mean|), {p.order_rms[name]:.2f} (RMS)", fontsize=8
-            )
-        fig.suptitle(
-            f"layer {p.layer}, head {p.head}: first prompt (top), spread across prompts (bottom)"
-        )
+            im = spread_ax.imshow(p.spread[name].numpy(), cmap="viridis", vmin=0, vmax=top)
+            _colour_bar(fig, im, spread_ax)
+        axes[0].set_ylabel("first prompt")
+        axes[4].set_ylabel("spread across prompts")
+        fig.suptitle(f"layer {p.layer}, head {p.head}")
         fig.tight_layout()
 
     return _live([*text_boxes, layer_box, head_box], draw)
