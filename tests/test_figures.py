@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import types
 
 import numpy as np
 import plotly.graph_objects as go
@@ -15,6 +14,7 @@ import torch
 from kvattn import explorers, figures, plots, widgets
 from kvattn.config import PLDRConfig
 from kvattn.diagnostics import HeadProfile
+from kvattn.pldr import GPT, PLDRLLM
 from kvattn.symmetry import SymmetryProfile
 from kvattn.train import History, SeedRuns
 
@@ -202,15 +202,25 @@ def _runs(seeds: list[int]) -> SeedRuns:
     return SeedRuns(seeds, [10], [[3.0] for _ in seeds], 100)
 
 
+class _Chars:
+    """A stand-in for a SentencePiece processor: one token per visible character."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) % 16 for c in text if c.isprintable() and not c.isspace()]
+
+
 def test_bad_layer_head_and_slot_indices_name_the_valid_range():
-    """They gave a bare TraitError ('Invalid selection: value not found') or were clamped."""
-    model = types.SimpleNamespace(config=CONFIG)  # the indices are checked before the model runs
+    """They gave a bare TraitError ('Invalid selection: value not found') or were clamped. The
+    explorers refuse what is not a kvattn model before they look at the indices, so the models
+    are real (and tiny)."""
+    torch.manual_seed(0)
+    gpt, pldr = GPT(CONFIG).eval(), PLDRLLM(CONFIG).eval()
     with pytest.raises(ValueError, match=r"^layer must be in 0 … 2 \(number of layers: 3\), got 3"):
-        explorers.attention.widget(model, None, "text", layer=3)
+        explorers.attention.widget(gpt, _Chars(), "text", layer=3)
     with pytest.raises(ValueError, match=r"^head must be in 0 … 1 \(number of heads: 2\), got -1"):
-        explorers.deductive.widget(model, None, ["a", "b"], head=-1)
+        explorers.deductive.widget(pldr, _Chars(), ["a", "b"], head=-1)
     with pytest.raises(TypeError, match=r"^layer must be an int, got float 1.0$"):
-        explorers.attention.widget(model, None, "text", layer=1.0)
+        explorers.attention.widget(gpt, _Chars(), "text", layer=1.0)
     with pytest.raises(ValueError, match=r"^slot must be in 0 … 3 \(number of slots: 4\), got 4$"):
         explorers.slot.widget(None, None, torch.rand(4, 10), layer=0, slot=4)
 
@@ -232,9 +242,9 @@ def test_explorers_refuse_what_would_mislead():
     """Unpaired seeds cannot be compared pairwise; one prompt copied twice showed a spread of 0."""
     with pytest.raises(ValueError, match=r"runs 'a' and 'b' used different seeds \(\[0, 1\] and"):
         explorers.paired.widget({"a": _runs([0, 1]), "b": _runs([2, 3])}, "a", "b")
-    model = types.SimpleNamespace(config=CONFIG)
-    with pytest.raises(ValueError, match=r"prompts must hold at least two non-blank prompts"):
-        explorers.deductive.widget(model, None, ["only one", "  "])
+    model = PLDRLLM(CONFIG).eval()
+    with pytest.raises(ValueError, match=r"prompts must hold at least two prompts that encode to"):
+        explorers.deductive.widget(model, _Chars(), ["only one", "  "])
 
 
 def test_valid_inputs_still_draw_every_point():
