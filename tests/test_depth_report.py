@@ -113,3 +113,26 @@ def test_panels_are_one_per_depth_with_a_series_per_seed_and_layer():
     broken["depth2_seed11"]["composite_gain"][3] = None
     with pytest.raises(ValueError, match="composite_gain"):
         dr.depth_panels(broken, "composite_gain")
+
+
+def test_the_collapsed_run_is_the_lowest_of_those_ending_below_the_strict_criterion():
+    records = _design(0.5)
+    with pytest.raises(ValueError, match="no run"):
+        dr.collapsed_run(dr.depth_rows(records))
+    records["depth8_seed12"] = _record(8, 12, 1e-5, strict_at=0)
+    records["depth8_seed13"] = _record(8, 13, 1e-6, strict_at=0)
+    assert dr.collapsed_run(dr.depth_rows(records)) == "depth8_seed13"
+
+
+def test_a_run_that_never_met_the_criterion_ships_no_model(tmp_path, monkeypatch):
+    from kvattn import data
+
+    record = tmp_path / "metric_depth" / "depth2_seed11.json"
+    record.parent.mkdir()
+    record.write_text("{}")
+    monkeypatch.setattr(data, "hunt_study", lambda study, name: record)
+    with pytest.raises(FileNotFoundError, match="shipped no model"):
+        dr.checkpoint("depth2_seed11")
+    (record.parent / "depth2_seed11").mkdir()
+    (record.parent / "depth2_seed11" / "config.json").write_text("{}")
+    assert dr.checkpoint("depth2_seed11") == record.parent / "depth2_seed11"

@@ -74,9 +74,10 @@ def depth_records() -> dict[str, dict]:
 @dataclass(frozen=True)
 class DepthRow:
     """One run's end readings, per layer: ``ratio`` (σ2/σ1 of A), ``order`` (the RMS order
-    parameter of G_LM), ``gamma`` (mean ``|γ|`` of the last LayerNorm), ``composite`` (the
-    composite gain of the row map), ``units`` (per layer, each unit's gain); ``strict_step``: the
-    first probe that meets the strict criterion in every layer, else ``None``;
+    parameter of G_LM), ``order_mean`` (its |mean| form, the strict criterion's), ``gamma``
+    (mean ``|γ|`` of the last LayerNorm), ``composite`` (the composite gain of the row map),
+    ``units`` (per layer, each unit's gain); ``strict_step``: the first probe that meets the
+    strict criterion in every layer, else ``None``;
     ``val_loss``: the last validation loss (nats/token)."""
 
     run: str
@@ -84,6 +85,7 @@ class DepthRow:
     seed: int
     ratio: tuple[float, ...]
     order: tuple[float, ...]
+    order_mean: tuple[float, ...]
     gamma: tuple[float, ...]
     composite: tuple[float, ...]
     units: tuple[tuple[float, ...], ...]
@@ -143,6 +145,7 @@ def depth_rows(records: dict[str, dict]) -> list[DepthRow]:
                 seed=record["recipe"]["seed"],
                 ratio=window_reading(record, "A_sigma_ratio", end),
                 order=window_reading(record, "G_order_rms", end),
+                order_mean=window_reading(record, "G_order_mean", end),
                 gamma=window_reading(record, "metric_norm_scale", end),
                 composite=window_reading(record, "composite_gain", end),
                 units=_unit_end(record, end),
@@ -269,3 +272,40 @@ def live_record(name: str, device: str, runs: Path = Path("runs")) -> dict:
     cfg = hunt_config(name, None, Path(runs), device, True, study=PLAN)
     result = pretrain(cfg, progress=True)
     return {"name": name, "recipe": cfg.to_dict(), **result.probes}
+
+
+def collapsed_run(rows: Sequence[DepthRow]) -> str:
+    """The course's collapsed model: of the runs whose end readings meet the strict criterion in
+    every layer (σ2/σ1 of A and the |mean| order parameter below 1e-3; the plan's records ship
+    the final model of every run that met it at a probe), the one with the lowest primary
+    measure.
+
+    Raises
+    ------
+    ValueError
+        No run ends below the strict criterion in every layer.
+    """
+    below = COLLAPSE_CRITERIA["strict"].below
+    met = [r for r in rows if max(r.ratio) < below and max(r.order_mean) < below]
+    if not met:
+        raise ValueError("no run of the depth plan ends below the strict criterion")
+    return min(met, key=lambda r: r.log_ratio).run
+
+
+def checkpoint(name: str) -> Path:
+    """The shipped final model of the plan's run ``name`` (``data/metric_depth/<name>/``),
+    shipped because the run met the strict criterion.
+
+    Raises
+    ------
+    FileNotFoundError
+        The run shipped no model (it never met the strict criterion), naming the runs that did.
+    """
+    folder = data.hunt_study(PLAN, name).with_suffix("")
+    if not (folder / "config.json").is_file():
+        shipped = sorted(p.name for p in folder.parent.iterdir() if (p / "config.json").is_file())
+        raise FileNotFoundError(
+            f"the depth run {name} shipped no model (it never met the strict criterion); "
+            f"the runs that did: {shipped or 'none'}"
+        )
+    return folder
