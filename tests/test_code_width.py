@@ -30,7 +30,6 @@ NOT_YET_SHORTENED = {
     "04_symmetry_breaking",
     "05_beyond_rank_one",
     "06_attention_bilinear",
-    "08_training_pldr",
     "09_inference_collapse",
     "10_rope_twirl",
 }
