@@ -43,7 +43,7 @@ PLAN = "metric_depth"
 DEPTHS = (2, 4, 8)
 #: The plan's fresh seeds, the same at every depth.
 SEEDS = (11, 12, 13)
-#: The plan's margin: the fall, in decades of σ2/σ1 of A, from 2 to 8 units the route predicts.
+#: The plan's margin, the fall in decades of σ2/σ1 of A from 2 to 8 units the route predicts.
 MARGIN = 1.0
 #: The planning standard deviation of the primary measure between runs of one recipe (decades).
 PLANNED_SD = 0.45
@@ -74,7 +74,7 @@ def depth_records() -> dict[str, dict]:
 @dataclass(frozen=True)
 class DepthRow:
     """One run's end readings, per layer: ``ratio`` (σ2/σ1 of A), ``order`` (the RMS order
-    parameter of G_LM), ``order_mean`` (its |mean| form, the strict criterion's), ``gamma``
+    parameter of G_LM), ``order_mean`` (its ``|mean|`` form, the strict criterion's), ``gamma``
     (mean ``|γ|`` of the last LayerNorm), ``composite`` (the composite gain of the row map),
     ``units`` (per layer, each unit's gain); ``strict_step``: the first probe that meets the
     strict criterion in every layer, else ``None``;
@@ -94,7 +94,7 @@ class DepthRow:
 
     @property
     def log_ratio(self) -> float:
-        """The plan's primary measure: the mean over layers of log10 σ2/σ1 of A."""
+        """The plan's primary measure, the mean over layers of log10 σ2/σ1 of A."""
         return sum(math.log10(v) for v in self.ratio) / len(self.ratio)
 
     @property
@@ -104,7 +104,7 @@ class DepthRow:
 
     @property
     def log_unit_sum(self) -> float:
-        """The mean over layers of Σ over units of log10 of each unit's gain: log10 of the
+        """The mean over layers of Σ over units of log10 of each unit's gain, log10 of the
         product of the units' gains, which bounds the composite gain from above."""
         return sum(sum(math.log10(g) for g in layer) for layer in self.units) / len(self.units)
 
@@ -276,7 +276,7 @@ def live_record(name: str, device: str, runs: Path = Path("runs")) -> dict:
 
 def collapsed_run(rows: Sequence[DepthRow]) -> str:
     """The course's collapsed model: of the runs whose end readings meet the strict criterion in
-    every layer (σ2/σ1 of A and the |mean| order parameter below 1e-3; the plan's records ship
+    every layer (σ2/σ1 of A and the ``|mean|`` order parameter below 1e-3; the plan's records ship
     the final model of every run that met it at a probe), the one with the lowest primary
     measure.
 
