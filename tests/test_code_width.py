@@ -27,7 +27,6 @@ NOT_YET_SHORTENED = {
     # at 79 characters some of their cells grow past test_notebooks.py's 40 lines (chapter 9's
     # body past its 300): they must be restructured, not only reformatted
     "01_key_value_memories",
-    "04_symmetry_breaking",
     "05_beyond_rank_one",
     "06_attention_bilinear",
     "09_inference_collapse",
