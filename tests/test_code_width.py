@@ -27,8 +27,6 @@ NOT_YET_SHORTENED = {
     # at 79 characters some of their cells grow past test_notebooks.py's 40 lines: they must be
     # restructured, not only reformatted
     "01_key_value_memories",
-    "05_beyond_rank_one",
-    "06_attention_bilinear",
     "10_rope_twirl",
 }
 
