@@ -26,8 +26,6 @@ NOT_YET_SHORTENED = {
     "11_criticality",
     # at 79 characters some of their cells grow past test_notebooks.py's 40 lines: they must be
     # restructured, not only reformatted
-    "01_key_value_memories",
-    "10_rope_twirl",
 }
 
 
