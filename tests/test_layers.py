@@ -27,6 +27,7 @@ LAYERS = {
     "losses": 2,
     "config": 1,
     "sampling": 2,
+    "pretrained": 2,  # the models' base class: save_pretrained, from_pretrained
     "mlp": 1,
     "lm": 3,
     "pldr": 3,

@@ -50,6 +50,7 @@ from safetensors.torch import load_file, save_file
 from ._checks import check_device
 from .config import PLDRConfig
 from .pldr import GPT, PLDRLLM
+from .pretrained import PreTrainedModel
 from .schema import read_json
 
 Tensor = torch.Tensor
@@ -793,3 +794,7 @@ def _recorded_dtype(raw: dict) -> torch.dtype:
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"records an unknown dtype {name!r}")
     return dtype
+
+
+# The models' save_pretrained/from_pretrained methods are these functions (kvattn.pretrained).
+PreTrainedModel.use_checkpoint_io(save_pretrained, load_pretrained)

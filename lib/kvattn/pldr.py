@@ -48,11 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import (
-    EPSILON_A,
-    MASK_VALUE,
-    PLDRConfig,
-)
+from .config import EPSILON_A, MASK_VALUE, PLDRConfig
+from .pretrained import PreTrainedModel
 from .sampling import check_decoding_args, decoding_mode, sample_next
 
 Tensor = torch.Tensor
@@ -457,9 +454,10 @@ class CausalLMOutput:
     pldr_attentions: list[DeductiveOutputs | None] | None = None
 
 
-class DecoderLM(nn.Module):
+class DecoderLM(PreTrainedModel):
     """Shared body of :class:`PLDRLLM` and :class:`GPT`: decoder + untied output layer, the
-    forward pass, decoding (:meth:`generate`) and saving."""
+    forward pass, decoding (:meth:`generate`); saving and loading from
+    :class:`~kvattn.pretrained.PreTrainedModel`."""
 
     kind: str = "plga"
     architecture: str = "PldrllmForCausalLM"
