@@ -24,8 +24,6 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book"
 NOT_YET_SHORTENED = {
     # being rewritten by someone else: remove once the rewrite has landed and been shortened
     "11_criticality",
-    # at 79 characters some of their cells grow past test_notebooks.py's 40 lines: they must be
-    # restructured, not only reformatted
 }
 
 
