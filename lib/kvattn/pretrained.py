@@ -5,8 +5,9 @@
 The file format lives in :mod:`kvattn.checkpoint`, which sits above the models (it builds them).
 So that this class can sit below them without an import cycle, the checkpoint module hands its
 two functions to :meth:`PreTrainedModel.use_checkpoint_io` when it is imported, and
-``import kvattn`` imports it: the methods are the functions :func:`kvattn.save_pretrained` and
-:func:`kvattn.load_pretrained`, not copies of them.
+``import kvattn`` imports it: the methods are the functions
+:func:`kvattn.checkpoint.save_pretrained` and :func:`kvattn.checkpoint.load_pretrained`, not
+copies of them.
 """
 
 from __future__ import annotations
@@ -41,22 +42,22 @@ class PreTrainedModel(nn.Module):
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory``: exactly
-        :func:`kvattn.save_pretrained` ``(self, directory)``, whose docstring gives the format
-        and the errors. Returns the directory."""
+        :func:`kvattn.checkpoint.save_pretrained` ``(self, directory)``, whose docstring gives
+        the format and the errors. Returns the directory."""
         save, _ = self._io()
         return save(self, directory)
 
     @classmethod
     def from_pretrained(cls, path_or_hub_id: str | Path, **kwargs: Any) -> PreTrainedModel:
-        """Load a checkpoint of this class: :func:`kvattn.load_pretrained` (same arguments:
-        ``device``, ``dtype``, ``revision``), which picks the class from ``config.json``; called
-        on a subclass, the checkpoint must be of that class.
+        """Load a checkpoint of this class: :func:`kvattn.checkpoint.load_pretrained` (same
+        arguments: ``device``, ``dtype``, ``revision``), which picks the class from
+        ``config.json``; called on a subclass, the checkpoint must be of that class.
 
         Raises
         ------
         TypeError
-            The checkpoint holds another class (a GPT asked of ``PLDRLLM`` or the reverse).
-        As :func:`kvattn.load_pretrained` otherwise.
+            The checkpoint holds another class (a GPT asked of ``PLDRLLM`` or the reverse);
+            otherwise as :func:`kvattn.checkpoint.load_pretrained`.
         """
         _, load = cls._io()
         model = load(path_or_hub_id, **kwargs)
