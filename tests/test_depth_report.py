@@ -136,3 +136,12 @@ def test_a_run_that_never_met_the_criterion_ships_no_model(tmp_path, monkeypatch
     (record.parent / "depth2_seed11").mkdir()
     (record.parent / "depth2_seed11" / "config.json").write_text("{}")
     assert dr.checkpoint("depth2_seed11") == record.parent / "depth2_seed11"
+
+
+def test_the_depth_to_reach_reads_any_measure_of_the_rows():
+    rows = dr.depth_rows(_design(0.25))
+    assert dr.depth_to_reach(rows, -3.0, measure="log_composite") == pytest.approx(
+        dr.depth_to_reach(rows, -3.0)
+    )
+    with pytest.raises(ValueError, match="measure"):
+        dr.depth_to_reach(rows, -3.0, measure="val_loss")

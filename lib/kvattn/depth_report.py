@@ -174,12 +174,16 @@ def depth_reading(rows: Sequence[DepthRow], measure: str = "log_ratio") -> Depth
 
 
 def depth_to_reach(
-    rows: Sequence[DepthRow], target: float = -3.0, level: float = 0.9
+    rows: Sequence[DepthRow],
+    target: float = -3.0,
+    level: float = 0.9,
+    measure: str = "log_ratio",
 ) -> tuple[float, float, float]:
-    """Where the fitted line of the primary measure reaches ``target`` (log10 σ2/σ1; −3 is the
-    strict criterion's 1e-3): the number of units, and a two-sided ``level`` interval from the
-    slope's t interval (the line pivoting about the runs' mean). ``inf`` where the slope (or its
-    bound) does not fall.
+    """Where the fitted line of ``measure`` (as :func:`depth_reading`; by default the primary
+    measure, log10 σ2/σ1, whose −3 is the strict criterion's 1e-3; for ``"log_composite"``,
+    log10 of float32's resolution 2⁻²⁴ is about −7.2) reaches ``target``: the number of units,
+    and a two-sided ``level`` interval from the slope's t interval (the line pivoting about the
+    runs' mean). ``inf`` where the slope (or its bound) does not fall.
 
     Raises
     ------
@@ -188,9 +192,9 @@ def depth_to_reach(
     """
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    reading = depth_reading(rows)
+    reading = depth_reading(rows, measure)
     x = [float(r.depth) for r in rows]
-    y = [r.log_ratio for r in rows]
+    y = [getattr(r, measure) for r in rows]
     mx, my = sum(x) / len(x), sum(y) / len(y)
     t = float(scipy_stats.t.ppf(0.5 + level / 2, reading.dof))
 
