@@ -228,6 +228,7 @@ def _trajectory(steps=(0, 5), layers=2) -> dict:
         record |= {f"{n}_heads": [[0.5, 0.5]] * layers for n in D.COLLAPSE_LAYER_MEASURES}
         record |= {n: 0.1 for n in D.COLLAPSE_MODEL_MEASURES}
         record |= {n: [0.2] * layers for n in D.COLLAPSE_NORM_MEASURES}
+        record |= {n: None for n in D.COLLAPSE_ROW_MAP_MEASURES}  # a constant-G model's
         D.append_probe(probes, step, record)
     return probes
 

@@ -129,7 +129,9 @@ def test_package_data_is_preferred_to_the_clone(tmp_path, monkeypatch):
     (tmp_path / "pldr_tiny").mkdir(parents=True)
     (tmp_path / "pldr_tiny" / "config.json").write_text("{}")
     (tmp_path / "recipes").mkdir()
-    (tmp_path / "recipes" / "pldr_tiny.json").write_text("{}")
+    # a recipe is read through its schema: the package data's copy must be a valid one
+    recipe_text = (ROOT / "data" / "recipes" / "pldr_tiny.json").read_text()
+    (tmp_path / "recipes" / "pldr_tiny.json").write_text(recipe_text)
     monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path)
     assert shipped("pldr_tiny") == tmp_path / "pldr_tiny"
     assert recipe("pldr_tiny") == tmp_path / "recipes" / "pldr_tiny.json"
