@@ -17,30 +17,6 @@ MAX_CODE_WIDTH = 79
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb"))
 
-#: TEMPORARY exceptions, listed alike in notebooks/ruff.toml (format exclusion, E501 and I001
-#: ignored). To lift one, delete its name here and there, run `ruff check --fix` and `ruff format`
-#: on it, shorten by hand what ruff leaves over the width, and keep its cells within the line
-#: budgets of tests/test_notebooks.py.
-NOT_YET_SHORTENED = {
-    # being rewritten by someone else: remove once the rewrite has landed and been shortened
-    "11_criticality",
-}
-
-
-def _setup_cell_source() -> str:
-    """The generated Colab set-up cell (tools/notebooks.py), which is not checked here: its
-    `%pip install` line holds the repository URL and is over the width; it is generated, so a
-    fix belongs in `tools/notebooks.setup_cell_source`."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("notebooks", ROOT / "tools" / "notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.setup_cell_source()
-
-
-SETUP_CELL = _setup_cell_source()
-
 
 def long_lines(nb: dict, width: int = MAX_CODE_WIDTH) -> list[str]:
     """'cell <id>, line <n> (<length> characters): <line>' for every code line over ``width``."""
@@ -49,8 +25,6 @@ def long_lines(nb: dict, width: int = MAX_CODE_WIDTH) -> list[str]:
         if cell["cell_type"] != "code":
             continue
         source = "".join(cell["source"])
-        if source == SETUP_CELL:
-            continue
         for n, line in enumerate(source.splitlines(), start=1):
             if len(line) > width:
                 found.append(
@@ -65,7 +39,6 @@ def test_the_check_finds_a_long_line_and_names_its_cell():
             {"cell_type": "markdown", "id": "prose", "source": ["x" * 200]},
             {"cell_type": "code", "id": "ok", "source": ["y = 1\n", "z" * 79]},
             {"cell_type": "code", "id": "wide", "source": ["a = 1\n", "b" * 80 + "\n"]},
-            {"cell_type": "code", "id": "setup", "source": [SETUP_CELL]},
         ]
     }
     assert long_lines(nb) == [f"cell wide, line 2 (80 characters): {'b' * 80}"]
@@ -73,15 +46,10 @@ def test_the_check_finds_a_long_line_and_names_its_cell():
 
 def test_the_book_has_notebooks_to_check():
     names = {p.stem for p in NOTEBOOKS}
-    assert {"01_key_value_memories", "10_rope_twirl", "benchmarks"} <= names
-    assert NOT_YET_SHORTENED <= names, (
-        "a notebook listed no longer exists: drop it from NOT_YET_SHORTENED"
-    )
+    assert {"01_key_value_memories", "11_criticality", "benchmarks"} <= names
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in NOTEBOOKS if p.stem not in NOT_YET_SHORTENED], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_code_line_fits_the_text_column(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
     found = long_lines(nb)
