@@ -167,6 +167,24 @@ WIDE_OUTPUTS_JS = """async () => {
   return wide;
 }"""
 
+# Code cells wider than the text column at 1280 px (issue 38): a code cell scrolls sideways
+# inside its box, so a line longer than the column hides its end. Folded cells (the set-up
+# cell, solutions) are opened first.
+WIDE_CODE_JS = """() => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  const wide = [];
+  for (const el of document.querySelectorAll(".cell_input pre")) {
+    if (!el.checkVisibility()) continue;
+    const over = el.scrollWidth - el.clientWidth;
+    if (over > 1) {
+      const lines = (el.textContent || "").split("\\n");
+      const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+      wide.push(`${over} px too wide: ${longest.trim().slice(0, 70)}`);
+    }
+  }
+  return wide;
+}"""
+
 LOAD_MS_JS = """async () => {
   const nav = performance.getEntriesByType("navigation")[0];
   while (!nav.loadEventEnd) await new Promise(done => setTimeout(done, 20));
@@ -363,6 +381,7 @@ def test_page_in_a_browser(
         page.screenshot(path=shot, full_page=True)
         # after the screenshot, which shows the page as it opens (this opens folded parts)
         problems += [f"output wider than the column: {w}" for w in page.evaluate(WIDE_OUTPUTS_JS)]
+        problems += [f"code wider than the column: {w}" for w in page.evaluate(WIDE_CODE_JS)]
 
         for fig in figures:
             for slider, steps in enumerate(fig["sliders"]):
