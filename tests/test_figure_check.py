@@ -110,6 +110,33 @@ def test_a_colour_bar_over_the_next_panel_fails():
     assert figure_problems(grid) == []
 
 
+def test_labels_placed_by_axis_domain_or_paper_are_checked():
+    """Chapter 4: ``add_hline`` labels its line at "x domain" (a fraction of the axis's
+    domain), which the check took for an axis name and crashed on; a label is now placed in
+    whatever reference plotly reads ("paper", "x2 domain", "y2"), each coordinate on its own."""
+    from kvattn.plots.legibility import _data_to_px, _PlotlyGeometry
+
+    fig = make_subplots(rows=1, cols=2)
+    for c in (1, 2):
+        fig.add_trace(go.Scatter(x=[0.1, 10.0], y=[0.0, 2.0]), 1, c)
+    fig.update_xaxes(type="log", row=1, col=2)
+    fig.add_hline(y=1.0, annotation_text="ReLU", row=1, col=1)
+    fig.add_hline(y=1.0, annotation_text="SiLU", row=1, col=2)  # same height, other panel
+    fig.add_vline(x=1.0, annotation_text="β = 1", row=1, col=2)  # x on a log axis, y domain
+    fig.add_annotation(text="note", x=0.5, y=1.5, xref="paper", yref="y", showarrow=False)
+    assert figure_problems(fig) == []
+    fig.add_hline(y=1.02, annotation_text="GELU", row=1, col=2)
+    assert figure_problems(fig) == ["labels overlap: annotation 'SiLU' and annotation 'GELU'"]
+    geo = _PlotlyGeometry(fig, 688.0)
+    x0, x1 = fig.layout.xaxis2.domain
+    (left, top), (right, bottom) = geo.px(x0, 1), geo.px(x1, 0)
+    assert _data_to_px(geo, fig, "x2 domain", "y2 domain")(1, 0) == pytest.approx((right, bottom))
+    assert _data_to_px(geo, fig, "paper", "y2 domain")(0, 1) == pytest.approx((geo.left, top))
+    x, _ = _data_to_px(geo, fig, "x2", "y2")(1.0, 1.0)  # 10^0 in the middle of 10^-1 … 10^1
+    assert x == pytest.approx((left + right) / 2)
+    assert _data_to_px(geo, fig, "x2", "y2")(-1.0, 1.0) is None  # off a log axis
+
+
 def test_a_framed_figure_clipped_by_its_first_frame_fails():
     """Chapter 4 §4.4.1: E_sc's y range came from the first frame and cut off the others."""
     fig = go.Figure(go.Scatter(x=[1, 2], y=[0.0, 0.5]))
@@ -119,6 +146,36 @@ def test_a_framed_figure_clipped_by_its_first_frame_fails():
     assert any("cuts off" in p for p in figure_problems(fig))
     fig.update_yaxes(range=[-0.1, 2.1])
     assert figure_problems(fig) == []
+
+
+def test_the_interaction_explorer_holds_every_outputs_eigenvalues():
+    """Chapter 3: the eigenvalue axis took its range from the first output and clipped the
+    others' bars."""
+    B = torch.randn(3, 4, 4, generator=torch.Generator().manual_seed(0))
+    B[1] *= 5
+    for target in (None, torch.zeros(3, 4, 4)):
+        fig = explorers.interaction.figure(B, list("abcd"), ["o", "p", "q"], target)
+        assert figure_problems(fig) == []
+
+
+def test_the_deductive_explorers_colour_bars_stay_beside_their_panels():
+    """Chapters 7 and 9: each colour bar's labels ("-1.2e-05" at 9 px) ran over the next panel,
+    at every scale of tensor; a constant-G model's blank panels included."""
+    from kvattn.diagnostics import DEDUCTIVE, DeductiveProfile
+
+    gen = torch.Generator().manual_seed(0)
+    for scale in (1.23e-5, 1.23e-3, 0.37, 123.0):
+        first = {
+            n: scale * torch.randn(8, 8, generator=gen, dtype=torch.float64) for n in DEDUCTIVE
+        }
+        first["A_LM"] = first["A_LM"].abs() + scale  # positive: its own sequential range
+        spread = {n: 0.1 * v.abs() for n, v in first.items()}
+        order = dict.fromkeys(DEDUCTIVE, 1.0)
+        fixed = DeductiveProfile(
+            0, 0, {"G_LM": first["G_LM"]}, {"G_LM": spread["G_LM"]}, {"G_LM": 0.0}, label="c"
+        )
+        for profile in (DeductiveProfile(0, 0, first, spread, order, order), fixed):
+            assert figure_problems(explorers.deductive.figure([profile])) == [], scale
 
 
 def test_small_text_in_a_widget_image_fails():

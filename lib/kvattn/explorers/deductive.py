@@ -55,7 +55,9 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
         rows=2,
         cols=4,
         vertical_spacing=0.1,
-        horizontal_spacing=0.07,
+        # a panel's colour bar and its labels sit in the gap before the next panel: about 60 px
+        # for labels like "-1.2e-05" at 9 px (at 0.07, 43 px, they ran over it: chapters 7, 9)
+        horizontal_spacing=0.11,
         subplot_titles=[f"{n}, first prompt" for n in names] + [f"spread of {n}" for n in names],
     )
     bars = []
@@ -65,7 +67,7 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
         bars.append(
             dict(
                 x=xd[1] + 0.004, y=(yd[0] + yd[1]) / 2, len=yd[1] - yd[0], thickness=8,
-                xanchor="left", tickfont=dict(size=9), exponentformat="e",
+                xpad=2, xanchor="left", tickfont=dict(size=9), exponentformat="e",
             )
         )  # fmt: skip
 
@@ -128,7 +130,8 @@ def figure(profiles: Sequence[DeductiveProfile]) -> go.Figure:
                 "",
             )
         ],
-        **{**LAYOUT, "margin": dict(l=30, r=40, t=120, b=50)},
+        # the right margin holds the last column's colour bar and its labels
+        **{**LAYOUT, "margin": dict(l=30, r=60, t=120, b=50)},
     )
     return fig
 

@@ -22,7 +22,16 @@ from torch import Tensor
 from ..interaction import eigendecompose, gated_interaction, interaction_tensor, symmetrise
 from ..mlp import SlotMLP
 from ..plots.checks import _require_array, _require_items, _require_length
-from ..plots.style import COLORS, LAYOUT, SIGNED_SCALE, _frame_names, _round, slider, widget_axes
+from ..plots.style import (
+    COLORS,
+    LAYOUT,
+    SIGNED_SCALE,
+    _frame_names,
+    _round,
+    covering_range,
+    slider,
+    widget_axes,
+)
 from ._live import _live
 
 
@@ -101,6 +110,10 @@ def figure(
     for c in range(1, cols):
         fig.update_yaxes(autorange="reversed", scaleanchor=f"x{c if c > 1 else ''}", row=1, col=c)
     fig.update_xaxes(title_text="eigenvalue index (descending)", row=1, col=cols)
+    # every output's eigenvalues and the bars' base at 0: plotly keeps the first frame's
+    # autorange, which clipped the other outputs' bars (chapter 3)
+    every = np.append(_round(eigenvalues, 4), 0.0)
+    fig.update_yaxes(range=covering_range(every), row=1, col=cols)
     fig.update_layout(
         title="Interaction matrices of a trained bilinear layer",
         height=420,

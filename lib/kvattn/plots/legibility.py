@@ -362,35 +362,61 @@ def _plotly_frame_problems(fig: go.Figure) -> list[str]:
     return problems
 
 
-def _data_to_px(geo: _PlotlyGeometry, fig: go.Figure, xname: str, yname: str) -> object:
-    """A function (x, y) data → px on a subplot, with plotly's autorange approximated."""
-    box = geo.domain_box(xname, yname)
+def _axis_scale(geo: _PlotlyGeometry, fig: go.Figure, name: str) -> tuple[float, float, bool]:
+    """(value at the domain's start, value at its end, log) of layout axis ``name`` ("x", "y2"),
+    with plotly's autorange approximated."""
+    ax = geo.axis(name)
+    log = ax.type == "log"
+    if ax.range is not None and ax.autorange is not True:
+        low, high = (float(v) for v in ax.range)
+    else:
+        values = _axis_values(fig, name, frames=False)[0]
+        values = np.log10(values[values > 0]) if log else values
+        low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+        pad = 0.05 * (high - low) or 0.5
+        low, high = low - pad, high + pad
+    if ax.autorange == "reversed":
+        low, high = high, low
+    return low, high, log
 
-    def scale(name: str) -> tuple[float, float, bool]:
-        ax = geo.axis(name)
-        log = ax.type == "log"
-        if ax.range is not None and ax.autorange is not True:
-            low, high = (float(v) for v in ax.range)
-        else:
-            values = _axis_values(fig, name, frames=False)[0]
-            values = np.log10(values[values > 0]) if log else values
-            low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
-            pad = 0.05 * (high - low) or 0.5
-            low, high = low - pad, high + pad
-        if ax.autorange == "reversed":
-            low, high = high, low
-        return low, high, log
 
-    xl, xh, xlog = scale(xname)
-    yl, yh, ylog = scale(yname)
+def _coordinate(geo: _PlotlyGeometry, fig: go.Figure, ref: str | None, letter: str) -> Callable:
+    """A function from a position along ``letter`` ("x" or "y") in plotly's reference ``ref`` to
+    px (None where a log axis cannot place it): "paper" (a fraction of the plot area), "x2 domain"
+    (a fraction of that axis's domain: ``add_hline`` and ``add_vline`` place their labels so), or
+    an axis's data ("x2"; None reads as ``letter``, plotly's default)."""
+    along = "xy".index(letter)
+    name, _, domain = (ref or letter).partition(" ")
+
+    def paper(f: float) -> float:
+        return geo.px(f, f)[along]
+
+    if name == "paper":
+        return paper
+    d0, d1 = geo.axis(name).domain or (0, 1)
+    if domain:
+        return lambda v: paper(d0 + v * (d1 - d0))
+    low, high, log = _axis_scale(geo, fig, name)
+    start, stop = paper(d0), paper(d1)
+
+    def to_px(v: float) -> float | None:
+        if log and v <= 0:
+            return None
+        return start + ((np.log10(v) if log else v) - low) / ((high - low) or 1) * (stop - start)
+
+    return to_px
+
+
+def _data_to_px(
+    geo: _PlotlyGeometry, fig: go.Figure, xref: str | None, yref: str | None
+) -> Callable:
+    """A function (x, y) → px (None where a log axis cannot place it) for positions given in
+    plotly's references ``xref`` and ``yref`` (see :func:`_coordinate`)."""
+    to_x, to_y = _coordinate(geo, fig, xref, "x"), _coordinate(geo, fig, yref, "y")
 
     def to_px(x: float, y: float) -> tuple[float, float] | None:
-        if (xlog and x <= 0) or (ylog and y <= 0):
-            return None
-        xv, yv = (np.log10(x) if xlog else x), (np.log10(y) if ylog else y)
-        px = box[0] + (xv - xl) / ((xh - xl) or 1) * (box[2] - box[0])
-        py = box[3] - (yv - yl) / ((yh - yl) or 1) * (box[3] - box[1])
-        return px, py
+        px, py = to_x(x), to_y(y)
+        return None if px is None or py is None else (px, py)
 
     return to_px
 
@@ -457,11 +483,12 @@ def _colorbar_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
         ends = [trace.zmin, trace.zmax] if trace.zmin is not None else []
         ends = ends or ([float(zs.min()), float(zs.max())] if zs.size else [0.0])
         exp = bar.exponentformat or "B"
-        label = max(
-            (f"{v:.2g}" if exp in ("e", "E", "power") or abs(v) < 1e-2 else f"{v:.3g}")
-            for v in ends
-        )  # fmt: skip
         size = float(bar.tickfont.size or geo.font)
+        label = max(  # the widest label, not the largest string ("1.2e-05" over "-1.2e-05")
+            (f"{v:.2g}" if exp in ("e", "E", "power") or abs(v) < 1e-2 else f"{v:.3g}"
+             for v in ends),
+            key=lambda text: _text_width(text, size),
+        )  # fmt: skip
         right = left + (bar.thickness or 30) + 4 + _text_width(label, size) + (bar.xpad or 10)
         length = 1.0 if bar.len is None else float(bar.len)
         y = 0.5 if bar.y is None else float(bar.y)
@@ -501,19 +528,15 @@ def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
         if not note.text or note.visible is False:
             continue
         size = float(note.font.size or geo.font)
-        if note.xref == "paper" and note.yref == "paper":
-            x, y = geo.px(float(note.x), float(note.y))
-        elif note.xref != "paper" and note.yref != "paper":
-            at = _data_to_px(geo, fig, note.xref or "x", note.yref or "y")(
-                float(note.x), float(note.y)
-            )
-            if at is None:
-                continue
-            x, y = at
-        else:
+        if not (isinstance(note.x, Real) and isinstance(note.y, Real)):
+            continue  # a category or a date: not placed here
+        at = _data_to_px(geo, fig, note.xref, note.yref)(float(note.x), float(note.y))
+        if at is None:
             continue
+        x, y = at
         box = _text_box(
-            note.text, size, x, y + (note.yshift or 0) * -1, note.xanchor or "center",
+            note.text, size, x + (note.xshift or 0), y - (note.yshift or 0),
+            note.xanchor or "center",
             {"top": "top", "bottom": "bottom"}.get(note.yanchor or "middle", "middle"),
         )  # fmt: skip
         boxes.append((f"annotation {note.text[:30]!r}", box))
