@@ -145,3 +145,14 @@ def test_the_depth_to_reach_reads_any_measure_of_the_rows():
     )
     with pytest.raises(ValueError, match="measure"):
         dr.depth_to_reach(rows, -3.0, measure="val_loss")
+
+
+@pytest.mark.slow
+def test_a_live_run_is_read_like_a_shipped_record(tmp_path):
+    """The chapter's opt-in cell (KVATTN_LIVE=1) trains a run of the plan here; a pilot of 24
+    steps gives a record with the probes the panels read."""
+    record = dr.live_record("depth2_seed11", "cpu", runs=tmp_path, steps=24)
+    assert record["recipe"]["model"]["num_reslayerA"] == 2 and record["step"][0] == 0
+    assert len(record["unit_gain"][-1][0]) == 2
+    panels = dr.depth_panels({"depth2_seed11": record}, "A_sigma_ratio")
+    assert list(panels) == ["2 units"]

@@ -262,18 +262,22 @@ def depth_panels(
     return panels
 
 
-def live_record(name: str, device: str, runs: Path = Path("runs")) -> dict:
+def live_record(
+    name: str, device: str, runs: Path = Path("runs"), steps: int | None = None
+) -> dict:
     """Train the plan's run ``name`` here from its recipe, with a progress bar, and return what
     its probes measured in the layout of a shipped record (``recipe``, ``step`` and every probe
     measure), for :func:`depth_panels`. The run goes to ``runs/metric_depth/<name>``, replacing
-    an earlier one there. About 15 minutes on one CPU thread for a depth-8 run; a GPU is faster.
+    an earlier one there. About 25 minutes on one CPU thread for a depth-8 run; a GPU is faster.
+    ``steps``: a pilot, every length of the recipe shortened in proportion (as
+    ``kvattn-reproduce hunt --steps``).
 
     Raises
     ------
     ~kvattn.reproduce.files.ReproduceError
         ``name`` is not a run of the plan, or the recipe is refused on ``device``.
     """
-    cfg = hunt_config(name, None, Path(runs), device, True, study=PLAN)
+    cfg = hunt_config(name, steps, Path(runs), device, True, study=PLAN)
     result = pretrain(cfg, progress=True)
     return {"name": name, "recipe": cfg.to_dict(), **result.probes}
 
