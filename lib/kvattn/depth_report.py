@@ -221,15 +221,15 @@ def format_depth(rows: Sequence[DepthRow]) -> str:
 
     lines = [
         f"{'N':>2s} {'seed':>4s} {'σ2/σ1 of A':>15s} {'composite gain':>15s} "
-        f"{'mean |γ|':>11s} {'val':>5s} {'strict':>6s}",
-        f"{'':7s} {'layer 0, 1':>15s} {'layer 0, 1':>15s} {'layer 0, 1':>11s}",
+        f"{'mean |γ|':>13s} {'val':>5s} {'strict':>6s}",
+        f"{'':7s} {'layer 0, 1':>15s} {'layer 0, 1':>15s} {'layer 0, 1':>13s}",
     ]
     for r in rows:
-        gamma = " ".join(f"{v:5.2f}" for v in r.gamma)
+        gamma = " ".join(f"{v:6.2g}" for v in r.gamma)
         strict = "-" if r.strict_step is None else str(r.strict_step)
         lines.append(
             f"{r.depth:2d} {r.seed:4d} {pair(r.ratio):>15s} {pair(r.composite):>15s} "
-            f"{gamma:>11s} {r.val_loss:5.2f} {strict:>6s}"
+            f"{gamma:>13s} {r.val_loss:5.2f} {strict:>6s}"
         )
     width = max(len(line) for line in lines)
     if width > MAX_WIDTH:
