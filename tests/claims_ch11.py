@@ -148,6 +148,8 @@ def perturb_high_rates(h):
 def check_seed_pair(h):
     ratio = h["lr1e-2_wu500_seed2"]["end"] / h["lr1e-2_wu500"]["end"]
     assert max(ratio, 1 / ratio) >= 10
+    warmup = h["lr1e-2_wu50"]["end"] / h["lr1e-2_wu500"]["end"]  # the warm-up's effect
+    assert max(warmup, 1 / warmup) < max(ratio, 1 / ratio)  # the seed moved it more
 
 
 def check_weight_decay(h):
@@ -303,7 +305,7 @@ def check_route(data):
         beta = cr.window_reading(record, "metric_norm_shift", end)
         assert all(1 / 2.5 <= g / b <= 2.5 for g, b in zip(gamma, beta, strict=True))
         assert record["collapsed_at_step"] is None
-        assert 0.25 < record["val_loss"][-1] - hunt()[name]["val_loss"][-1] < 0.45
+        assert 0.29 < record["val_loss"][-1] - hunt()[name]["val_loss"][-1] < 0.4  # a third
     assert all(14.5 <= r.strict_closest < 16.5 for r in readings)
     assert cr.route_verdict(readings) == "not resolved"
     assert not any(r.gamma_shrinks for r in readings)
@@ -401,7 +403,7 @@ def _claims() -> list[Claim]:
         check_norms,
     )
     add(
-        "its end value of the order parameter landed up to two decades from the record's",
+        "its end value of the order parameter landed up to about two decades from the record's",
         "the reruns' table",
         reruns_and_records,
         check_rerun_spread,
@@ -435,8 +437,8 @@ def _claims() -> list[Claim]:
         perturb_depth8,
     )
     add(
-        "in both seeds it fell to between 0.025 and 0.055 within the first 2,000 steps and "
-        "stayed there, in every layer, for the next 10,000 steps",
+        "in both seeds its window medians fell to between 0.025 and 0.055 within the first 2,000 "
+        "steps and stayed there, in every layer, for the next 10,000 steps",
         "the constant-rate table and panels",
         route_data,
         check_route,
@@ -681,7 +683,8 @@ def check_depth_verdict(rows):
     from kvattn import depth_report as dr
 
     reading = dr.depth_reading(rows)
-    assert reading.verdict == "supported" and reading.drop >= 2 and reading.drop_lower > 1
+    assert reading.verdict == "supported" and 2.5 <= reading.drop <= 3.5  # about three
+    assert reading.drop_lower > 1
     assert dr.depth_reading(rows, "log_composite").drop > 1  # the composite falls with it
 
 
@@ -696,7 +699,8 @@ def check_depth_dose(rows):
     assert all(min(r.ratio) >= strict for r in _by_depth(rows, 2))  # in no layer
     assert all(max(r.ratio) < strict for r in _by_depth(rows, 8))  # in both layers
     four = _by_depth(rows, 4)
-    assert sum(max(r.ratio) < strict for r in four) == 1  # one of the three
+    assert sum(max(r.ratio) < strict for r in four) == 1  # one of the three at its end
+    assert sum(r.strict_step is not None for r in four) == 2  # two at some probe
     mean = {d: sum(r.log_ratio for r in _by_depth(rows, d)) / 3 for d in (2, 4, 8)}
     assert mean[2] > mean[4] > mean[8]  # between
 
@@ -747,10 +751,10 @@ def check_live(_rows):
     strict = COLLAPSE_CRITERIA["strict"].below
     first = [v for s, v in zip(r["step"], r["A_sigma_ratio"], strict=True) if s <= 3000]
     order = [v for s, v in zip(r["step"], r["G_order_rms"], strict=True) if s <= 3000]
-    for series in (first, order):  # about four decades within the first 3,000 steps
-        for layer in range(2):
+    for series, low, high in ((order, 4.5, 6.0), (first, 3.0, 4.5)):
+        for layer in range(2):  # within the first 3,000 steps: five decades, three to four
             fall = math_log10(series[0][layer] / min(v[layer] for v in series))
-            assert 3.0 <= fall, (layer, fall)
+            assert low <= fall <= high, (layer, fall)
     later = [i for i, s in enumerate(r["step"]) if s >= 2250]
     below = [
         i
@@ -800,6 +804,7 @@ def audit_data() -> dict:
 
 def check_audit(d):
     deep, near = d["deep"], d["nearest"]
+    assert deep.sigma_ratio < 1e-3  # below the strict threshold on held-out code
     assert deep.order_rms * 100 <= near.order_rms  # two decades or more below
     assert abs(deep.delta_loss) < 1e-5  # float rounding
     assert len(set(deep.kvg_same)) == 1  # KV + G = none on every prompt
@@ -828,7 +833,8 @@ CLAIMS += [
     Claim(
         PAGE,
         "every 8-unit run ends below the strict criterion in both layers and no 2-unit run in "
-        "either, with the 4-unit runs between (one of the three below it in both layers)",
+        "either, with the 4-unit runs between (one of the three below it at its end, two at "
+        "some probe)",
         "the depth table",
         depth_rows,
         check_depth_dose,
@@ -851,8 +857,8 @@ CLAIMS += [
     ),
     Claim(
         PAGE,
-        "In every run the composite is below the product, as it must be, and by more with more "
-        "units",
+        "In every run the composite is below the product, as the bound row by row leads one to "
+        "expect, and by more with more units",
         "the table of gains",
         depth_rows,
         check_gains,
@@ -860,8 +866,9 @@ CLAIMS += [
     ),
     Claim(
         PAGE,
-        "both measures fall by about four decades within its first 3,000 steps, and from step "
-        "2,250 on most probes read below the dotted line.",
+        "within its first 3,000 steps the order parameter falls by about five decades and "
+        "$\\sigma_2/\\sigma_1$ by three to four, and from step 2,250 on most probes read below "
+        "the dotted line.",
         "the live cell's figure (the shipped record)",
         depth_rows,
         check_live,
@@ -886,8 +893,8 @@ CLAIMS += [
     ),
     Claim(
         PAGE,
-        "run meets the strict criterion in every layer with a $\\gamma$ within a factor of four "
-        "of the two-unit runs'.",
+        "run meets the strict criterion in every layer with a $\\gamma$ of the same order as the "
+        "plan's two-unit runs'.",
         "the depth table and the audit",
         audit_data,
         check_found_gamma,
@@ -934,16 +941,16 @@ CLAIMS += [
     ),
     Claim(
         PAGE,
-        "the four high-rate runs and the stronger decay meet the study's order rule, and no hunt "
-        "run meets ours at its end",
+        "the four high-rate runs and the stronger decay meet the study's order rule in their "
+        "records, and no hunt run meets ours at its end",
         "the hunt's tables",
         hunt,
         check_summary_hunt,
     ),
     Claim(
         PAGE,
-        "held at the peak rate, $\\gamma$ settles between 0.025 and 0.055 and the planned test "
-        "ends not resolved",
+        "held at the peak rate, $\\gamma$'s window medians settle between 0.025 and 0.055 and the "
+        "planned test ends not resolved",
         "the constant-rate table",
         route_data,
         check_route,

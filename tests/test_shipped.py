@@ -541,7 +541,7 @@ def test_chapter5_evolution_box():
     assert long.design["steps"] == 3000 and len(long.design["test_seeds"]) == 8
     assert max(abs(c.mean) for c in long.contrasts) < 0.0015 + 5e-5
     assert all(c.p > 0.05 for c in long.contrasts)
-    assert "every difference within 0.0015 of zero" in box
+    assert "every estimate within 0.0015 of zero" in box
     assert len(r["confirmatory"].design["select_seeds"]) == 2 and "two selection seeds" in box
     assert not set(r["confirmatory"].design["test_seeds"]) & set(first.design["test_seeds"])
     order = ["First run", "same design at 3,000", "SiLU test on 36", "confirmatory run"]

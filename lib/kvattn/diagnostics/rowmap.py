@@ -323,5 +323,5 @@ def identical_rows(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
     for layer in range(len(outputs[0])):
         A = torch.cat([o[layer].A for o in outputs])  # [P, H, d_k, d_k]
         same = (A == A[..., :1, :]).all(-1).all(-1)
-        shares.append(same.double().mean())
-    return torch.stack(shares).cpu()
+        shares.append(same.cpu().double().mean())  # MPS has no float64
+    return torch.stack(shares)
