@@ -44,9 +44,9 @@ def _check_plga(model: object, what: str) -> None:
         raise TypeError(f"model must be a PLDRLLM with PLGA (only PLGA has {what})")
 
 
-def _row_maps(model: PLDRLLM, probes: list[Tensor]) -> list[tuple[Tensor, list]]:
-    """Per layer: the visited rows ``LayerNorm(A0)`` ``[P, H, d_k, d_k]`` (every probe at its
-    last position) and CPU float64 copies of the layer's residual units."""
+def _outputs(model: PLDRLLM, probes: list[Tensor]) -> list[list]:
+    """The deductive tensors of every probe at its last position (eval mode, mode restored),
+    after the checks every function here makes first."""
     _check_plga(model, "a metric learner")
     _check_probes(probes, 1, "need a list of one or more probes", distinct=True)
     device = next(model.parameters()).device
@@ -54,24 +54,42 @@ def _row_maps(model: PLDRLLM, probes: list[Tensor]) -> list[tuple[Tensor, list]]
     model.eval()
     try:
         with torch.no_grad():
-            outputs = [
+            return [
                 [_last_position(o) for o in out]
                 for out in deductive_tensors(model, [p.to(device) for p in probes])
             ]
-            maps = []
-            for layer, block in enumerate(model.decoder.dec_layers):
-                attention = block.mha1
-                # float64 CPU copies: the analysis convention of the diagnostics, and torch.func
-                # then never meets an accelerator's kernels or MPS's lack of float64
-                norm, units = (
-                    copy.deepcopy(m).to(device="cpu", dtype=torch.float64).eval()
-                    for m in (attention.layernorm1, attention.reslayerAs)
-                )
-                A0 = torch.cat([cpu64(o[layer].A0) for o in outputs])
-                maps.append((norm(A0), list(units)))
     finally:
         model.train(was_training)
+
+
+def _row_maps(model: PLDRLLM, probes: list[Tensor]) -> list[tuple[Tensor, list]]:
+    """Per layer: the visited rows ``LayerNorm(A0)`` ``[P, H, d_k, d_k]`` (every probe at its
+    last position) and CPU float64 copies of the layer's residual units."""
+    outputs = _outputs(model, probes)
+    maps = []
+    with torch.no_grad():
+        for layer, block in enumerate(model.decoder.dec_layers):
+            attention = block.mha1
+            # float64 CPU copies: the analysis convention of the diagnostics, and torch.func
+            # then never meets an accelerator's kernels or MPS's lack of float64
+            norm, units = (
+                copy.deepcopy(m).to(device="cpu", dtype=torch.float64).eval()
+                for m in (attention.layernorm1, attention.reslayerAs)
+            )
+            A0 = torch.cat([cpu64(o[layer].A0) for o in outputs])
+            maps.append((norm(A0), list(units)))
     return maps
+
+
+def _compose(units: list):
+    """The row map ``r -> u_N(... u_1(r))`` of ``units``."""
+
+    def row_map(r: Tensor) -> Tensor:
+        for unit in units:
+            r = unit(r)
+        return r
+
+    return row_map
 
 
 def _gain(fn, rows: Tensor) -> Tensor:
@@ -120,13 +138,7 @@ def row_map_gain(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
     """
     gains = []
     for rows, units in _row_maps(model, probes):
-
-        def row_map(r: Tensor, units=units) -> Tensor:
-            for unit in units:
-                r = unit(r)
-            return r
-
-        gain = _gain(row_map, rows)  # [P, H, d_k]
+        gain = _gain(_compose(units), rows)  # [P, H, d_k]
         gains.append(gain.transpose(0, 1).reshape(gain.shape[1], -1).median(-1).values)
     return torch.stack(gains)
 
@@ -183,15 +195,9 @@ def unit_gains(model: PLDRLLM, probes: list[Tensor]) -> UnitGains:
             for unit in units:
                 gains.append(_gain(unit, at))
                 at = unit(at)
-
-        def row_map(r: Tensor, units=units) -> Tensor:
-            for unit in units:
-                r = unit(r)
-            return r
-
         g = torch.stack(gains)  # [N, rows]
         per_unit.append(g.median(-1).values)
-        composite.append(_gain(row_map, flat).median())
+        composite.append(_gain(_compose(units), flat).median())
         product.append(g.prod(0).median())
     return UnitGains(torch.stack(per_unit), torch.stack(composite), torch.stack(product))
 
@@ -306,19 +312,7 @@ def identical_rows(model: PLDRLLM, probes: list[Tensor]) -> Tensor:
     TypeError, ValueError
         As :func:`row_map_gain`.
     """
-    _check_plga(model, "a metric learner")
-    _check_probes(probes, 1, "need a list of one or more probes", distinct=True)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            outputs = [
-                [_last_position(o) for o in out]
-                for out in deductive_tensors(model, [p.to(device) for p in probes])
-            ]
-    finally:
-        model.train(was_training)
+    outputs = _outputs(model, probes)
     shares = []
     for layer in range(len(outputs[0])):
         A = torch.cat([o[layer].A for o in outputs])  # [P, H, d_k, d_k]
