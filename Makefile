@@ -22,7 +22,7 @@ SCREENSHOTS := _build/screenshots
 # kernels at once with one thread each.
 KERNEL_THREADS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); t=$$((n / 2)); \
                     [ $$t -lt 1 ] && t=1; [ $$t -gt 4 ] && t=4; echo $$t)
-# Every figure a chapter shows passes the figure check (kvattn.plots.legibility): an illegible
+# Every figure a chapter shows passes the figure check (kvattn.course.plots.legibility): an illegible
 # figure (a log axis with one labelled tick, overlapping labels, ...) fails its cell.
 BOOK_ENV   := OMP_NUM_THREADS=$(KERNEL_THREADS) OMP_WAIT_POLICY=PASSIVE KVATTN_FIGURE_CHECK=1
 NBVAL_ENV  := OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE KVATTN_FIGURE_CHECK=1

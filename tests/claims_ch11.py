@@ -9,7 +9,7 @@ from itertools import permutations
 
 from claimlib import Claim
 
-from kvattn import collapse_report as cr
+from kvattn.course import collapse_report as cr
 from kvattn import diagnostics
 from kvattn.checkpoint import load_pretrained
 from kvattn.data import collapse_hunt, hunt_study, shipped, trajectory
@@ -621,7 +621,7 @@ def perturb_rowmap(d):
 
 
 def power_data():
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
     from kvattn.stats import dose_power
 
     return {
@@ -670,7 +670,7 @@ CLAIMS += [
 
 @cache
 def depth_rows() -> tuple:
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
 
     return tuple(dr.depth_rows(dr.depth_records()))
 
@@ -680,7 +680,7 @@ def _by_depth(rows, depth):
 
 
 def check_depth_verdict(rows):
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
 
     reading = dr.depth_reading(rows)
     assert reading.verdict == "supported" and 2.5 <= reading.drop <= 3.5  # about three
@@ -717,7 +717,7 @@ def check_depth_gamma(rows):
 
 
 def check_panels(rows):
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
 
     strict = COLLAPSE_CRITERIA["strict"].below
     records = dr.depth_records()
@@ -745,7 +745,7 @@ def perturb_gains(rows):
 
 
 def check_live(_rows):
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
 
     r = dr.depth_records()["depth8_seed11"]
     strict = COLLAPSE_CRITERIA["strict"].below
@@ -779,7 +779,7 @@ def check_summary_contraction(rows):
 
 @cache
 def audit_data() -> dict:
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
     from kvattn.data import load_text, load_tokenizer, validation_blocks
 
     rows = depth_rows()
@@ -910,7 +910,7 @@ def check_summary_hunt(h):
 
 
 def grid_depth_readings() -> dict[str, bool]:
-    from kvattn import depth_report as dr
+    from kvattn.course import depth_report as dr
 
     name = dr.collapsed_run(depth_rows())
     r = dr.depth_records()[name]

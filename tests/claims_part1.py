@@ -18,7 +18,8 @@ from functools import cache
 import torch
 from claimlib import NOTEBOOKS, Claim
 
-from kvattn import contrast_report, data, experiments, interaction, memories, stats, symmetry
+from kvattn import data, experiments, interaction, memories, stats, symmetry
+from kvattn.course import contrast_report
 from kvattn import train as training
 from kvattn.activations import resolve
 from kvattn.mlp import (

@@ -354,9 +354,9 @@ def _held_out() -> str:
 
 @cache
 def ch9_findings() -> dict:
-    """The two measured rows of chapter 9's first table (kvattn.collapse_report), and the
+    """The two measured rows of chapter 9's first table (kvattn.course.collapse_report), and the
     untrained model's loss on the first held-out block against ln(vocabulary)."""
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
     from kvattn.data import blocks
     from kvattn.losses import lm_cross_entropy
 
@@ -569,7 +569,8 @@ def ch9_decoding() -> dict:
 def ch9_norms() -> dict:
     """Mean |γ| and |β| per layer of the metric learners' last LayerNorm (kvattn.diagnostics.
     metric_norm), for chapter 9's models and the collapse hunt's nearest run."""
-    from kvattn import collapse_report, diagnostics
+    from kvattn import diagnostics
+    from kvattn.course import collapse_report
     from kvattn.checkpoint import load_pretrained
     from kvattn.data import collapse_hunt
 
@@ -728,7 +729,7 @@ STUDY = 1e-2  # the training-dynamics study's threshold on the RMS order paramet
 
 
 def check_choices(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     assert collapse_report.lowest_end(data["sweep"]) == collapse_report.SWEEP_BEST
     assert collapse_report.SWEEP_BEST == "sweep_lr3e-3_wu500"
@@ -744,7 +745,7 @@ def check_seed2_at_1000(data):
 
 
 def check_depth8(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     deep, base = data["reruns"]["metric_depth8"], data["reruns"]["base"]
     late = [
@@ -768,7 +769,7 @@ def check_depth8(data):
 
 
 def check_gamma_falls_order_rises(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     for name in ("base", "base_seed2", "corpus1.5M"):
         run = data["reruns"][name]
@@ -779,7 +780,7 @@ def check_gamma_falls_order_rises(data):
 
 
 def check_some_runs_freeze_none_exactly(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     runs = {**data["hunt"], **data["reruns"], **data["constant"]}
     assert any(collapse_report.end_value(r) < STUDY for r in runs.values())
@@ -787,7 +788,7 @@ def check_some_runs_freeze_none_exactly(data):
 
 
 def check_nearest_not_rank_one(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     run = data["hunt"][collapse_report.HUNT_NEAREST]
     assert max(collapse_report.end_layers(run, "G_order_rms")) < STUDY
@@ -1170,7 +1171,7 @@ def check_gamma_at_freeze(data):
 
 
 def check_nearest_last_probe(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     run = data["hunt"][collapse_report.HUNT_NEAREST]
     assert max(run["G_order_rms"][-1]) < STUDY
@@ -1179,7 +1180,7 @@ def check_nearest_last_probe(data):
 
 
 def _nearest_rank_one(data):
-    from kvattn import collapse_report
+    from kvattn.course import collapse_report
 
     data["hunt"][collapse_report.HUNT_NEAREST]["A_sigma_ratio"][-1] = [1e-16, 1e-16]
     return data
@@ -1506,7 +1507,7 @@ CLAIMS += [
         "the run of the learning-rate sweep whose order parameter ended lowest along training "
         "(rate 3e-3, warm-up 500), and the nearest run of the collapse hunt, the lowest of the "
         "hunt",
-        "chapter 11's table rows (kvattn.collapse_report.SWEEP_BEST and HUNT_NEAREST), "
+        "chapter 11's table rows (kvattn.course.collapse_report.SWEEP_BEST and HUNT_NEAREST), "
         "read on the shipped trajectories data/trajectories/sweep_* and data/collapse_hunt",
         records,
         check_choices,

@@ -9,7 +9,8 @@ import json
 import pytest
 import torch
 
-from kvattn import benchmark, figures
+from kvattn import benchmark
+from kvattn.course import plots
 from kvattn.benchmark import Ratio, cli, counting, flagged, interleaved, reporting, runs, timing
 from kvattn.config import PLDRConfig
 from kvattn.pldr import PLDRLLM
@@ -153,7 +154,7 @@ def test_training_benchmark_flags_an_impossible_share(monkeypatch):
     peak = r["train_peak_mib"]
     assert all(peak[k] > 20 * r["parameters"][k] / 2**20 for k in peak)
     # the figure marks the training bar, 1.1 x the FLOP ratio, and the FLOP ratio itself
-    measured, bar, in_flops = figures.benchmark_ratios([r]).data
+    measured, bar, in_flops = plots.benchmark_ratios([r]).data
     assert list(measured.y) == [0.69] and measured.marker.symbol == ("circle-open",)
     assert bar.y[0] == pytest.approx(1.1 * r["train_flops_pldr_over_gpt"], abs=1e-4)
     assert in_flops.y[0] == pytest.approx(r["train_flops_pldr_over_gpt"], abs=1e-4)
@@ -201,7 +202,7 @@ def test_generation_benchmark_on_a_tiny_model_reports_every_mode():
     assert "speed kv+g / kv " in text and "(the two above)" not in text
     assert "constant-G kv / GPT kv (ceiling)" in text and "PLDR kv+g / constant-G kv" in text
     json.dumps(benchmark.as_json(r))  # plain data, ready for --json
-    measured, bar = figures.benchmark_ratios([r]).data  # no FLOP ratio for generation
+    measured, bar = plots.benchmark_ratios([r]).data  # no FLOP ratio for generation
     assert len(measured.x) == 4
     # bars: >= 5x for kv+g over none, >= 0.95x for PLDR kv+g over GPT kv and for its ceiling
     assert [x.split(":")[1].strip() for x in bar.x] == [
@@ -274,7 +275,7 @@ def test_generation_must_fit_the_positions():
 
 def test_figure_refuses_results_without_ratios():
     with pytest.raises(ValueError, match="no benchmark ratios"):
-        figures.benchmark_ratios([{"config": "tiny"}])
+        plots.benchmark_ratios([{"config": "tiny"}])
 
 
 def test_tensor_memory_counts_each_storage_once_while_it_lives():

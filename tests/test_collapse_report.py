@@ -1,4 +1,4 @@
-"""What Part II found (kvattn.collapse_report): the table's measures, its format, and the runs
+"""What Part II found (kvattn.course.collapse_report): the table's measures, its format, and the runs
 it names on the shipped records."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from kvattn import collapse_report as cr
+from kvattn.course import collapse_report as cr
 from kvattn import diagnostics
 from kvattn.checkpoint import load_pretrained
 from kvattn.data import blocks, collapse_hunt, load_text, load_tokenizer, shipped, trajectory

@@ -1,4 +1,4 @@
-"""kvattn.contrast_report: the powers agree with simulation, the verdicts follow Holm's
+"""kvattn.course.contrast_report: the powers agree with simulation, the verdicts follow Holm's
 procedure over the right family, and the tables are what chapter 5 prints."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kvattn import contrast_report as R
+from kvattn.course import contrast_report as R
 from kvattn import stats
 from kvattn.experiments import Contrast, ContrastResult, DoseResponse, paired_contrast
 

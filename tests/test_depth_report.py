@@ -1,4 +1,4 @@
-"""kvattn.depth_report: the depth experiment read by its plan, on made-up records whose answers
+"""kvattn.course.depth_report: the depth experiment read by its plan, on made-up records whose answers
 are known, and on the shipped records where they exist."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kvattn import depth_report as dr
+from kvattn.course import depth_report as dr
 
 
 def _record(depth: int, seed: int, ratio: float, strict_at: int | None = None) -> dict:

@@ -276,7 +276,7 @@ def _is_cpu64(x) -> bool:
 def test_diagnostics_take_device_tensors_and_return_cpu_float64(simulated, kind):
     """Every public diagnostic, explorer compute function and figure that takes a model or model
     tensors, with the model on the device: CPU float64 results, no device mixing."""
-    from kvattn import explorers
+    from kvattn.course import explorers
 
     gpt, pldr = _gpt(), _pldr()
     with simulated(kind) as guard:
@@ -336,7 +336,7 @@ def test_widgets_draw_for_a_model_on_the_device(simulated, monkeypatch, kind):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from kvattn import explorers
+    from kvattn.course import explorers
     from kvattn.mlp import GatedMLP
 
     shown, images = [], []
@@ -418,7 +418,7 @@ def test_chapter_runs_with_the_model_on_the_device(simulated, monkeypatch, chapt
 
     matplotlib.use("Agg")
     import kvattn
-    from kvattn import explorers
+    from kvattn.course import explorers
 
     monkeypatch.setenv("KVATTN_FAST", "1")
     monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: None)

@@ -19,8 +19,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import config, diagnostics, exercises, memories, mlp, pldr, symmetry
-from kvattn.exercises import EXERCISES, ExerciseFailed, check
+from kvattn import config, diagnostics, memories, mlp, pldr, symmetry
+from kvattn.course import exercises
+from kvattn.course.exercises import EXERCISES, ExerciseFailed, check
 
 MISTAKES = [(name, i) for name, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
 
@@ -240,7 +241,7 @@ def test_the_time_limit_holds_outside_the_main_thread():
 #: stopped runs on, and a broken fix's check would never return.
 _SWALLOWING_READERS = """
 import os, time, torch
-from kvattn.exercises import ExerciseFailed, check
+from kvattn.course.exercises import ExerciseFailed, check
 
 def retries(x, K, V):
     while True:
@@ -543,7 +544,7 @@ def test_generation_loss_references_match_the_library():
     first position (one key: the softmax is 1 whatever G_LM is) and at the last (the same
     input)."""
     from kvattn.ablations import generation_mode_loss
-    from kvattn.exercises import ch08
+    from kvattn.course.exercises import ch08
 
     gen = torch.Generator().manual_seed(0)
     for block_density in (True, False):
@@ -816,7 +817,7 @@ def test_symmetry_breaking_on_one_slot_estimates_the_population_violations():
 def test_plga_head_reference_is_the_shipped_models_own_head():
     """The reference agrees with PLDRLLM's deductive tensors (float64) for every layer and head,
     and y = E v is the head's slice of the attention output before the output projection."""
-    from kvattn.exercises import ch07
+    from kvattn.course.exercises import ch07
 
     model = ch07.shipped_model()
     ids = torch.tensor([[5, 17, 300, 42, 9, 1000, 77, 8]])
@@ -866,7 +867,7 @@ def test_plga_head_names_the_first_broken_stage():
 
 
 def test_shipped_head_refuses_bad_arguments():
-    from kvattn.exercises import ch07
+    from kvattn.course.exercises import ch07
 
     model = ch07.shipped_model()
     ids = torch.tensor([[5, 17, 300]])

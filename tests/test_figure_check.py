@@ -1,4 +1,4 @@
-"""The figure check (kvattn.plots.legibility.check_figure, issue 38): it fails on figures a reader
+"""The figure check (kvattn.course.plots.legibility.check_figure, issue 38): it fails on figures a reader
 cannot read (a log axis with one labelled tick, overlapping labels, a label on a marker, a colour
 bar over the next panel, a framed figure clipped by its first frame's range, a widget image whose
 text is too small), the course's plotting helpers and live explorers pass it, and
@@ -19,10 +19,11 @@ import pytest
 import torch
 from plotly.subplots import make_subplots
 
-from kvattn import explorers, plots, symmetry
+from kvattn import symmetry
+from kvattn.course import explorers, plots
 from kvattn.experiments import load_shipped
 from kvattn.memories import SlotReport
-from kvattn.plots.legibility import (
+from kvattn.course.plots.legibility import (
     FigureCheckError,
     FigureCheckWarning,
     check_figure,
@@ -114,7 +115,7 @@ def test_labels_placed_by_axis_domain_or_paper_are_checked():
     """Chapter 4: ``add_hline`` labels its line at "x domain" (a fraction of the axis's
     domain), which the check took for an axis name and crashed on; a label is now placed in
     whatever reference plotly reads ("paper", "x2 domain", "y2"), each coordinate on its own."""
-    from kvattn.plots.legibility import _data_to_px, _PlotlyGeometry
+    from kvattn.course.plots.legibility import _data_to_px, _PlotlyGeometry
 
     fig = make_subplots(rows=1, cols=2)
     for c in (1, 2):
@@ -352,7 +353,7 @@ def test_importing_plots_installs_the_check_when_the_environment_asks(tmp_path):
     import sys
 
     code = (
-        "import plotly.graph_objects as go, kvattn.plots\n"
+        "import plotly.graph_objects as go, kvattn.course.plots\n"
         "f = go.Figure(go.Scatter(x=[1, 2], y=[0.011, 0.019])).update_yaxes(type='log', dtick=1)\n"
         "f._repr_mimebundle_()\n"
     )

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from kvattn import explorers, figures, plots, widgets
+from kvattn.course import explorers, plots
 from kvattn.config import PLDRConfig
 from kvattn.diagnostics import HeadProfile
 from kvattn.pldr import GPT, PLDRLLM
@@ -36,37 +36,6 @@ def test_error_bars_get_one_colour_even_when_markers_get_a_list():
     assert list(trace.error_y.array) == [0.01, 0.02]
     assert (
         plots.points_with_errors(["a"], [1.0], title="t", yaxis="y").data[0].error_y.array is None
-    )
-
-
-def test_the_old_modules_hand_out_the_new_homes_objects():
-    """kvattn.figures and kvattn.widgets are kept for one release, so that the chapters' calls
-    keep working: each of their names is the very object of its new home, and they hold no other
-    public name. Plots added since (chapter 5's forest, the figure check and its helpers) have
-    no old path to keep."""
-    new = {
-        "forest", "FigureCheckError", "FigureCheckWarning", "check_figure", "covering_range",
-        "figure_problems", "install_figure_check", "log_ticks", "place_point_labels",
-        "SIGNED_COLORS", "SIGNED_SCALE", "widget_axes",
-    }  # fmt: skip
-    old_plots = [name for name in plots.__all__ if name not in new]
-    for name in old_plots:
-        assert getattr(figures, name) is getattr(plots, name)
-    static = ["symmetry", "slot", "interaction", "attention", "deductive", "twirl"]
-    for name in static:
-        assert getattr(figures, f"{name}_explorer") is getattr(explorers, name).figure
-    live = {f"{name}_explorer": name for name in [*static, "cost", "generation"]}
-    live["paired_comparison"] = "paired"
-    for old, name in live.items():
-        assert getattr(widgets, old) is getattr(explorers, name).widget
-    constants = {"symmetry": ["ACTIVATIONS", "BETA_LOG10", "RHO_RANGE", "MEAN_RANGE"]}
-    constants["cost"] = ["COST_WIDTHS", "COST_MAX_RANK", "COST_MAX_WIDTH_FACTOR"]
-    for name, held in constants.items():
-        for constant in held:
-            assert getattr(widgets, constant) is getattr(getattr(explorers, name), constant)
-    assert sorted(figures.__all__) == sorted([*old_plots, *(f"{n}_explorer" for n in static)])
-    assert sorted(widgets.__all__) == sorted(
-        [*live, *(c for held in constants.values() for c in held)]
     )
 
 
@@ -1004,7 +973,7 @@ def test_interaction_explorer_takes_names_as_lists_of_str():
 def test_round_significant_keeps_two_digits_of_the_largest_entry_and_writes_whole_numbers_as_ints():
     """The deductive explorer's heat maps are embedded at two significant digits (chapter 9's
     page was over its size limit at three): as fine as the colour scale resolves."""
-    from kvattn.plots.style import round_significant
+    from kvattn.course.plots.style import round_significant
 
     z = torch.tensor([[4.751, -0.184, 0.0], [-0.004, 1.0, 2.0]])
     assert round_significant(z, 2) == [[4.8, -0.2, 0], [0, 1, 2]]
@@ -1016,7 +985,7 @@ def test_round_significant_keeps_two_digits_of_the_largest_entry_and_writes_whol
 def test_long_lines_embed_at_most_max_line_points():
     """A 3,000-step loss curve of five runs made chapter 4's full build weigh over 1 MB: a line
     keeps every k-th point and its last, at most MAX_LINE_POINTS, and short lines keep all."""
-    from kvattn.plots.style import MAX_LINE_POINTS, thinned
+    from kvattn.course.plots.style import MAX_LINE_POINTS, thinned
     from kvattn.train import History
 
     assert list(thinned(5)) == [0, 1, 2, 3, 4]
@@ -1057,7 +1026,7 @@ def test_symmetry_explorer_embeds_two_significant_digits_of_each_frame():
     """Chapter 4's two symmetry explorers (50 and 36 frames of a 61 × 61 map) at three decimals
     kept its full-mode page at the 800 KiB limit."""
     from kvattn import symmetry
-    from kvattn.plots.style import _round, round_significant
+    from kvattn.course.plots.style import _round, round_significant
 
     profile = symmetry.symmetry_profile("silu")
     fig = explorers.symmetry.figure([profile], profile)

@@ -378,7 +378,7 @@ def test_lift_labels_use_the_fewest_decimals_that_tell_lifts_apart():
 
 
 def test_slot_explorer_labels_each_bar_and_starts_at_uniform():
-    from kvattn.explorers import slot
+    from kvattn.course.explorers import slot
     from kvattn.memories import SlotReport
 
     reports = [

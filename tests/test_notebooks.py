@@ -99,7 +99,9 @@ def test_notebook_has_checked_outputs_and_a_live_explorer(path):
     checked = any("nbval-check-output" in t for t in tags)
     asserted = any(re.search(r"^\s*assert\s", s, re.MULTILINE) for s in sources)
     assert checked or asserted
-    widget_cells = [t for t, s in zip(tags, sources, strict=True) if s.startswith("widgets.")]
+    widget_cells = [
+        t for t, s in zip(tags, sources, strict=True) if re.match(r"explorers\.\w+\.widget\(", s)
+    ]
     assert widget_cells, "no live explorer"
     assert all("nbval-ignore-output" in t for t in widget_cells)
 
@@ -129,11 +131,11 @@ def test_with_expected_fills_only_checked_cells(tmp_path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
-    """Every exercise of kvattn.exercises appears in its chapter: an exercise block naming the
+    """Every exercise of kvattn.course.exercises appears in its chapter: an exercise block naming the
     function, a folded hint, and a folded solution whose code cell runs the checker (so the book
     build and nbval execute every solution). Other exercise blocks (find-the-bug, derivations)
     keep the folded layout; a derivation (``:class: derivation``) needs no checker."""
-    from kvattn.exercises import EXERCISES, chapter_exercises
+    from kvattn.course.exercises import EXERCISES, chapter_exercises
 
     chapter = int(path.name[:2])
     cells = load(path)["cells"]

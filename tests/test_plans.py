@@ -102,7 +102,7 @@ def test_the_depth_plan_varies_only_the_units_and_the_seed_of_the_nearest_recipe
     """Issue 37's depth experiment: 2, 4 and 8 units at the hunt's nearest recipe, three fresh
     seeds at every depth (none used by an earlier run), with the rule and the power it states;
     the power it quotes is what kvattn.stats.dose_power gives for its design."""
-    from kvattn import depth_report
+    from kvattn.course import depth_report
     from kvattn.stats import dose_power
 
     depth = plan("metric_depth")

@@ -826,7 +826,7 @@ def test_probes_observe_the_run_without_changing_it(tmp_path):
     assert probes["G_order_rms"][0] != probes["G_order_rms"][-1]  # the model moved
     assert all(0 < a <= 1 for a in probes["agreement"])
     assert D.load_probes(tmp_path / "b" / "run") == probes
-    from kvattn.plots import collapse_trajectories
+    from kvattn.course.plots import collapse_trajectories
 
     assert len(collapse_trajectories(probes).data) == 5 * 2 + 3
     # what was measured is collapse_measures on the first probe_blocks validation blocks

@@ -1,4 +1,4 @@
-"""The experiment-records appendix (kvattn.reproduce.records): every shipped run appears once, in
+"""The experiment-records appendix (kvattn.course.records): every shipped run appears once, in
 the order the repository's history gives, with the design, role, results and commands its files
 hold, and the facts the plans' records state are the data's."""
 
@@ -15,7 +15,7 @@ from scipy import stats
 
 from kvattn import reproduce
 from kvattn.data import HUNT_STUDIES
-from kvattn.reproduce import records
+from kvattn.course import records
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"

@@ -14,8 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kvattn import collapse_report as cr
-from kvattn import contrast_report, data
+from kvattn.course import collapse_report as cr
+from kvattn import data
+from kvattn.course import contrast_report
 from kvattn.reproduce import files as repro_files
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -108,11 +109,11 @@ def clone(tmp_path, monkeypatch):
     root = tmp_path / "data"
     for folder in ("pldr_tiny", "corpora"):
         shutil.copytree(DATA / folder, root / folder)
-    monkeypatch.setattr(data, "_CLONE_DATA", root)
-    monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path / "no_install")
-    data._snapshot_text.cache_clear()
+    monkeypatch.setattr(data.locators, "_CLONE_DATA", root)
+    monkeypatch.setattr(data.locators, "_PACKAGE_DATA", tmp_path / "no_install")
+    data.corpora._snapshot_text.cache_clear()
     yield root
-    data._snapshot_text.cache_clear()
+    data.corpora._snapshot_text.cache_clear()
 
 
 def _kill_between_moves(folder: Path) -> None:
@@ -124,7 +125,7 @@ def _kill_between_moves(folder: Path) -> None:
 def test_shipped_completes_an_interrupted_swap_and_never_lists_its_folders(clone):
     """data.shipped() listed the swap folders as checkpoint names."""
     _kill_between_moves(clone / "pldr_tiny")
-    assert data._available("{}/config.json") == ["pldr_tiny"]
+    assert data.locators._available("{}/config.json") == ["pldr_tiny"]
     assert data.shipped("pldr_tiny") == clone / "pldr_tiny"
     assert (clone / "pldr_tiny" / "config.json").is_file()
 
@@ -238,7 +239,7 @@ def shipped_models():
 @pytest.mark.parametrize("text", ["\u200b", "\ufeff", "\u200b\ufeff \n"])
 def test_prompts_of_dropped_characters_are_refused_by_their_tokens(shipped_models, text):
     """The deductive explorer showed TypeError: prompts[0] must be a tensor of int64."""
-    from kvattn import explorers
+    from kvattn.course import explorers
 
     pldr, gpt, tok = shipped_models
     with pytest.raises(ValueError, match="encode to tokens"):
@@ -250,7 +251,7 @@ def test_prompts_of_dropped_characters_are_refused_by_their_tokens(shipped_model
 
 
 def test_the_attention_explorer_refuses_a_plga_model_before_drawing(shipped_models, monkeypatch):
-    from kvattn import explorers
+    from kvattn.course import explorers
 
     pldr, _, tok = shipped_models
     monkeypatch.setattr(explorers.attention, "_live", lambda *a: pytest.fail("drawn"))
@@ -260,7 +261,7 @@ def test_the_attention_explorer_refuses_a_plga_model_before_drawing(shipped_mode
 
 def test_a_long_prompt_is_cut_and_said_to_be(shipped_models, capsys, monkeypatch):
     """A prompt of 127 tokens or more got at most one new token, with no message."""
-    from kvattn import explorers
+    from kvattn.course import explorers
 
     pldr, _, tok = shipped_models
     shown = []
@@ -275,7 +276,7 @@ def test_a_long_prompt_is_cut_and_said_to_be(shipped_models, capsys, monkeypatch
 
 
 def test_a_deductive_box_of_dropped_characters_is_named_not_drawn(shipped_models, capsys):
-    from kvattn import explorers
+    from kvattn.course import explorers
 
     pldr, _, tok = shipped_models
     live = explorers.deductive.widget(pldr, tok, ["one prompt", "another one", "a third"])

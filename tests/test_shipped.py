@@ -360,7 +360,7 @@ def _ch5():
 def test_chapter5_answer_states_what_the_shipped_runs_support():
     """The answer box (top and end): the 1,000-step leads, the SiLU range over rate pairs, the
     3,000-step equivalence and its power, the 12,000-step verdicts and their design's power."""
-    from kvattn import contrast_report as R
+    from kvattn.course import contrast_report as R
 
     r = _ch5()
     answer = _markdown_between(":::{admonition} The answer :class:", " :::")
@@ -389,7 +389,7 @@ def test_chapter5_answer_states_what_the_shipped_runs_support():
 
 
 def test_chapter5_tools_and_results_prose():
-    from kvattn import contrast_report as R
+    from kvattn.course import contrast_report as R
 
     r = _ch5()
     text = _chapter5_markdown()
@@ -414,7 +414,7 @@ def test_chapter5_paired_trajectory_is_the_paired_test_at_every_evaluation():
     """contrast_report.paired_trajectory, which draws chapter 5's figure of the difference along
     the long runs: at each evaluation it is stats.paired_difference of the two kinds' losses at
     that step, with its t interval; Bonferroni widens every interval; steps count from 1."""
-    from kvattn import contrast_report as R
+    from kvattn.course import contrast_report as R
     from kvattn import experiments
 
     run = experiments.load_shipped("symmetry_contrast_silu_12000").contrast
@@ -444,7 +444,7 @@ def test_chapter5_pairing_rows_measure_what_pairing_cancels():
     with fewer pairs than asked are left out."""
     import numpy as np
 
-    from kvattn import contrast_report as R
+    from kvattn.course import contrast_report as R
     from kvattn import experiments
 
     run = experiments.load_shipped("symmetry_contrast_powered").contrast
@@ -467,7 +467,7 @@ def test_chapter5_pairing_rows_measure_what_pairing_cancels():
 def test_chapter5_rate_pairs_prose():
     """The rate-pair paragraph and the evolution box: the four SiLU pairs at 1,000 steps, the
     symmetric kind's chosen rate doing worse on the test seeds, the 3,000-step pairs."""
-    from kvattn import contrast_report as R
+    from kvattn.course import contrast_report as R
     from kvattn.experiments import paired_contrast
 
     r = _ch5()

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from kvattn import explorers
+from kvattn.course import explorers
 from kvattn.config import PLDRConfig
 from kvattn.pldr import GPT, PLDRLLM
 

@@ -4,7 +4,7 @@ A reading is missing when it is ``None`` (JSON's stand-in for NaN) or NaN; missi
 left out before a median is taken, so that the result never depends on the order of the
 readings (a NaN inside a sort does), and no verdict is drawn from readings that are all
 missing. Every row must have as many layers, and a reading that is a size (an order parameter,
-σ2/σ1, ``|γ|``) must not be negative. Used by :mod:`kvattn.collapse_report`.
+σ2/σ1, ``|γ|``) must not be negative. Used by :mod:`kvattn.course.collapse_report`.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def check_layer_readings(run: str, fields: Mapping[str, Sequence[float]]) -> Non
 
 
 def check_finding(r: object) -> None:
-    """Refuse a row of :func:`kvattn.collapse_report.format_findings` (a
-    :class:`kvattn.collapse_report.Finding`) unless each reading is missing (``None``) or what it
+    """Refuse a row of :func:`kvattn.course.collapse_report.format_findings` (a
+    :class:`kvattn.course.collapse_report.Finding`) unless each reading is missing (``None``) or what it
     measures can be: finite, and not negative where it is a size.
 
     Raises

@@ -25,7 +25,7 @@ What the command guarantees:
 Modules, in import order: :mod:`~kvattn.reproduce.files` (plans, checks, whole-file writes),
 :mod:`~kvattn.reproduce.checkpoints`, :mod:`~kvattn.reproduce.contrast`,
 :mod:`~kvattn.reproduce.hunt`, :mod:`~kvattn.reproduce.corpora`, :mod:`~kvattn.reproduce.cli`,
-and :mod:`~kvattn.reproduce.records`, which reads the plans and shipped results as the tables of
+and :mod:`~kvattn.course.records`, which reads the plans and shipped results as the tables of
 the experiment-records appendix.
 """
 
