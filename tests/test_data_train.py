@@ -780,7 +780,8 @@ def test_train_lm_seeds_refuses_what_would_fail_after_training(monkeypatch):
         ({"measure": "x"}, "measure must be None or callable, got str"),
         ({"desc": 3}, "desc must be None or a str, got int"),
     ]
-    monkeypatch.setattr(train, "train", lambda *a, **k: pytest.fail("a seed trained"))
+    # train_lm_seeds looks train up in its own module
+    monkeypatch.setattr(train.seeds, "train", lambda *a, **k: pytest.fail("a seed trained"))
     for error, cases in ((ValueError, value_cases), (TypeError, type_cases)):
         for kwargs, message in cases:
             with pytest.raises(error, match=message):

@@ -57,6 +57,12 @@ LAYERS = {
 # Inside a package, the same rule between its submodules; its __init__ sits above them all.
 SUBLAYERS = {
     "diagnostics": {"measures": 0, "heads": 1, "rowmap": 2, "collapse": 3},
+    "train": {
+        **dict.fromkeys(("optim", "tasks"), 0),
+        "loop": 1,  # steps with optim's AdamW and schedule
+        "seeds": 2,  # the loop on the tasks' LM loss, once per seed
+        "__main__": 3,
+    },
     "plots": {"checks": 0, "style": 1, "legibility": 1, "charts": 2, "reports": 2},
     "explorers": {
         "_live": 0,  # what the live faces share
