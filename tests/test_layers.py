@@ -63,6 +63,12 @@ SUBLAYERS = {
         "seeds": 2,  # the loop on the tasks' LM loss, once per seed
         "__main__": 3,
     },
+    "symmetry": {
+        **dict.fromkeys(("gaussian", "transforms"), 0),
+        "violation": 1,  # Gaussian expectations of σ's violations
+        "trained": 1,  # needs transforms' query/key check
+        "profile": 2,  # the explorer's numbers: violation's maps and metrics
+    },
     "plots": {"checks": 0, "style": 1, "legibility": 1, "charts": 2, "reports": 2},
     "explorers": {
         "_live": 0,  # what the live faces share

@@ -761,6 +761,6 @@ def test_symmetry_profile_checks_every_argument_first(monkeypatch, kwargs, error
     def no_work(*args, **kw):
         raise AssertionError("computed before the arguments were checked")
 
-    monkeypatch.setattr("kvattn.symmetry.exchange_violation_map", no_work)
+    monkeypatch.setattr("kvattn.symmetry.profile.exchange_violation_map", no_work)
     with pytest.raises(error, match=match):
         symmetry_profile("silu", **kwargs)
