@@ -255,7 +255,9 @@ def no_training(monkeypatch):
     def train_lm_seeds(*args, **kwargs):
         pytest.fail("trained before refusing the input")
 
-    monkeypatch.setattr(experiments, "train_lm_seeds", train_lm_seeds)
+    # each design looks train_lm_seeds up in its own module
+    monkeypatch.setattr(experiments.contrast, "train_lm_seeds", train_lm_seeds)
+    monkeypatch.setattr(experiments.dose, "train_lm_seeds", train_lm_seeds)
 
 
 SMALL_CONTRAST = dict(
@@ -470,7 +472,7 @@ def test_dose_response_names_a_seed_whose_violations_do_not_differ(tokens, monke
     """Violations equal at every β make the seed's slope 0/0; the message says so, instead of
     blaming a NaN 'symmetric' value."""
     runs = [SimpleNamespace(final=[3.0, 3.1], measured=[0.25, 0.5 + i]) for i in range(2)]
-    monkeypatch.setattr(experiments, "_map", lambda fn, jobs, workers: runs)
+    monkeypatch.setattr(experiments.dose, "_map", lambda fn, jobs, workers: runs)
     with pytest.raises(
         ValueError,
         match=r"seed 0: the trained layers have the same exchange violation 0.25 at every β of "
@@ -579,11 +581,11 @@ def test_load_shipped_names_a_malformed_field_with_its_file(
 ):
     """A shipped file with a field of the wrong type loaded before, to fail (or not) where the
     value was used; a contrast missing a key gave Contrast.__init__'s TypeError."""
-    record = json.loads(experiments.experiment("symmetry_contrast").read_text())
+    record = json.loads(experiments.records.experiment("symmetry_contrast").read_text())
     _edit(record, path, value)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(record))
-    monkeypatch.setattr(experiments, "experiment", lambda name: bad)
+    monkeypatch.setattr(experiments.records, "experiment", lambda name: bad)
     with pytest.raises(ValueError, match=r"^data/experiments/bad\.json: " + message):
         experiments.load_shipped("bad")
 

@@ -69,6 +69,10 @@ SUBLAYERS = {
         "trained": 1,  # needs transforms' query/key check
         "profile": 2,  # the explorer's numbers: violation's maps and metrics
     },
+    "experiments": {
+        **dict.fromkeys(("records", "recipe"), 0),
+        **dict.fromkeys(("contrast", "dose"), 1),  # each design: the recipe, written as a record
+    },
     "plots": {"checks": 0, "style": 1, "legibility": 1, "charts": 2, "reports": 2},
     "explorers": {
         "_live": 0,  # what the live faces share

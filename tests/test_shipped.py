@@ -254,7 +254,8 @@ def test_load_shipped_names_a_missing_key(tmp_path, monkeypatch):
     good = json.loads(data.experiment("symmetry_contrast").read_text())
     del good["chosen_lr"]
     (tmp_path / "broken.json").write_text(json.dumps(good))
-    monkeypatch.setattr(experiments, "experiment", lambda name: tmp_path / f"{name}.json")
+    # load_shipped looks the file up in its own module
+    monkeypatch.setattr(experiments.records, "experiment", lambda name: tmp_path / f"{name}.json")
     with pytest.raises(ValueError, match=r"missing keys \['chosen_lr'\]"):
         experiments.load_shipped("broken")
 
