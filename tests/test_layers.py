@@ -56,7 +56,13 @@ LAYERS = {
 
 # Inside a package, the same rule between its submodules; its __init__ sits above them all.
 SUBLAYERS = {
-    "diagnostics": {"measures": 0, "heads": 1, "rowmap": 2, "collapse": 3},
+    "diagnostics": {
+        **dict.fromkeys(("measures", "criteria"), 0),  # the criteria read numbers, any source's
+        "heads": 1,
+        "rowmap": 2,
+        "collapse": 3,
+        "probes": 4,  # a trajectory of collapse's measures
+    },
     "train": {
         **dict.fromkeys(("optim", "tasks"), 0),
         "loop": 1,  # steps with optim's AdamW and schedule

@@ -1,4 +1,4 @@
-"""Diagnostics of trained PLDR-LLMs, in four modules:
+"""Diagnostics of trained PLDR-LLMs, in six modules:
 
 * :mod:`kvattn.diagnostics.measures` — tensor measures (order parameters, rank-1 audit,
   Perron–Frobenius, asymmetry, the NOTEARS function) and the checks the diagnostics share;
@@ -6,32 +6,34 @@
   deductive tensors' profile, the steps of the collapse mechanism;
 * :mod:`kvattn.diagnostics.rowmap` — the metric learner's row map: gains per unit and
   composite, A's row-energy split through the last LayerNorm;
-* :mod:`kvattn.diagnostics.collapse` — inference collapse: its measures, the probe record of
-  pre-training and the collapse criteria, defined once.
+* :mod:`kvattn.diagnostics.collapse` — inference collapse measured: G substitution, the
+  attention-shift bound, the measures pre-training takes on fixed probes;
+* :mod:`kvattn.diagnostics.probes` — the probe record: the trajectories of those measures that
+  pre-training saves (``probes.json``);
+* :mod:`kvattn.diagnostics.criteria` — the collapse criteria, defined once, and the reading of a
+  model or a probe against them.
 
 Every public name is re-exported here, so ``kvattn.diagnostics.X`` works for all of them.
 """
 
 from .collapse import (
-    COLLAPSE_CRITERIA,
     COLLAPSE_LAYER_MEASURES,
     COLLAPSE_MODEL_MEASURES,
     COLLAPSE_NORM_MEASURES,
     COLLAPSE_ROW_MAP_MEASURES,
-    PROBES_FILE,
-    CollapseCriterion,
     CollapseMeasures,
-    CriterionReading,
     GSubstitution,
-    append_probe,
     attention_shift_bound,
-    collapse_criteria,
     collapse_measures,
+    g_substitution,
+)
+from .criteria import (
+    COLLAPSE_CRITERIA,
+    CollapseCriterion,
+    CriterionReading,
+    collapse_criteria,
     collapse_reading,
     collapsed,
-    g_substitution,
-    load_probes,
-    new_probes,
     probe_reading,
 )
 from .heads import (
@@ -62,6 +64,7 @@ from .measures import (
     perron_frobenius,
     rank_audit,
 )
+from .probes import PROBES_FILE, append_probe, load_probes, new_probes
 from .rowmap import (
     RowEnergySplit,
     UnitGains,

@@ -172,7 +172,7 @@ def plan_sha256(study: str) -> str:
 
 
 def _row_map_gains(cfg: PretrainConfig, n_blocks: int, hunt: dict) -> dict:
-    """The row-map gains (:func:`kvattn.diagnostics.collapse.row_map_gain`) of the final model
+    """The row-map gains (:func:`kvattn.diagnostics.rowmap.row_map_gain`) of the final model
     and of a fresh initialisation of its config, on the run's probe blocks."""
     text = data.load_text(cfg.corpus, max_chars=cfg.corpus_chars)
     val = data.blocks(
