@@ -132,7 +132,7 @@ def test_package_data_is_preferred_to_the_clone(tmp_path, monkeypatch):
     # a recipe is read through its schema: the package data's copy must be a valid one
     recipe_text = (ROOT / "data" / "recipes" / "pldr_tiny.json").read_text()
     (tmp_path / "recipes" / "pldr_tiny.json").write_text(recipe_text)
-    monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path)
+    monkeypatch.setattr(data.locators, "_PACKAGE_DATA", tmp_path)
     assert shipped("pldr_tiny") == tmp_path / "pldr_tiny"
     assert recipe("pldr_tiny") == tmp_path / "recipes" / "pldr_tiny.json"
     # what the package data lacks still comes from the clone
@@ -140,7 +140,7 @@ def test_package_data_is_preferred_to_the_clone(tmp_path, monkeypatch):
 
 
 def test_missing_data_names_what_is_shipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path / "none")
+    monkeypatch.setattr(data.locators, "_PACKAGE_DATA", tmp_path / "none")
     with pytest.raises(
         FileNotFoundError, match=r"no shipped recipe data/recipes/gpt\.json.*'gpt_tiny'"
     ):
@@ -150,7 +150,7 @@ def test_missing_data_names_what_is_shipped(tmp_path, monkeypatch):
     ):
         shipped("pldr")
     # an installed kvattn without package data and away from a clone finds nothing, and says so
-    monkeypatch.setattr(data, "_CLONE_DATA", tmp_path / "none")
+    monkeypatch.setattr(data.locators, "_CLONE_DATA", tmp_path / "none")
     with pytest.raises(FileNotFoundError, match=r"the shipped ones: \[\]"):
         shipped("pldr_tiny")
 

@@ -105,6 +105,11 @@ SUBLAYERS = {
         "cli": 3,
         "__main__": 4,
     },
+    "data": {
+        **dict.fromkeys(("locators", "tokenizer", "tasks"), 0),
+        "corpora": 1,  # the snapshots are found by the locators
+        "batches": 2,  # a corpus tokenized and cut into blocks
+    },
 }
 
 MAX_LINES = 800

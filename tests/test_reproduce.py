@@ -92,14 +92,16 @@ def test_a_corrupt_snapshot_is_refused(monkeypatch, tmp_path):
     bad = tmp_path / "pydoc.txt.xz"
     shutil.copyfile(snap.path, bad)
     monkeypatch.setattr(
-        data, "corpus_snapshot", lambda name: data.CorpusSnapshot(name, bad, "3.11.7", 1, "0" * 64)
+        data.corpora,
+        "corpus_snapshot",
+        lambda name: data.CorpusSnapshot(name, bad, "3.11.7", 1, "0" * 64),
     )
-    data._snapshot_text.cache_clear()
+    data.corpora._snapshot_text.cache_clear()
     try:
         with pytest.raises(ValueError, match="corrupt"):
             load_text("pydoc")
     finally:
-        data._snapshot_text.cache_clear()
+        data.corpora._snapshot_text.cache_clear()
 
 
 def test_corpus_names_and_max_chars_are_checked():

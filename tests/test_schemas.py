@@ -61,11 +61,11 @@ def clone(tmp_path, monkeypatch):
     for rel in {k[1] for k in KINDS} | {"corpora/pydoc.txt.xz"}:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(DATA / rel, root / rel)
-    monkeypatch.setattr(data, "_CLONE_DATA", root)
-    monkeypatch.setattr(data, "_PACKAGE_DATA", tmp_path / "no_install")
-    data._snapshot_text.cache_clear()
+    monkeypatch.setattr(data.locators, "_CLONE_DATA", root)
+    monkeypatch.setattr(data.locators, "_PACKAGE_DATA", tmp_path / "no_install")
+    data.corpora._snapshot_text.cache_clear()
     yield root
-    data._snapshot_text.cache_clear()
+    data.corpora._snapshot_text.cache_clear()
 
 
 def test_every_shipped_file_passes_its_schema():

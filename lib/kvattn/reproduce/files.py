@@ -71,7 +71,7 @@ def check_stem(what: str, name: object) -> str:
 def installed_data() -> Path:
     """Where an installed kvattn keeps ``data/`` (the package data ``kvattn/_shipped``), which no
     command writes into."""
-    return Path(data.__file__).resolve().parent / "_shipped"
+    return Path(data.__file__).resolve().parents[1] / "_shipped"  # kvattn/data/__init__.py
 
 
 def check_outputs(files: Sequence[Path], folders: Sequence[Path], overwrite: bool) -> None:

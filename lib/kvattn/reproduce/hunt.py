@@ -1,10 +1,10 @@
 """Chapter 11's collapse hunt (``data/collapse_hunt/``): PLDR-LLMs trained along each knob that
 might push G_LM towards a constant, with the collapse measures recorded as they train. The plan,
 ``data/plans/collapse_hunt.json``, holds the base recipe, the settings every run shares, and each
-run's one change and why it was made. The plans of :data:`kvattn.data.HUNT_STUDIES` run hunt
-runs with changes on top (``constant_rate``: issue 31's test of the route the training-dynamics
-study proposes; ``hunt_reruns``: the hunt's runs made again so that every trajectory carries
-the LayerNorm scale); their records go to ``data/<plan>/``."""
+run's one change and why it was made. The plans of :data:`kvattn.data.locators.HUNT_STUDIES` run
+hunt runs with changes on top (``constant_rate``: issue 31's test of the route the training-dynamics
+study proposes; ``hunt_reruns``: the hunt's runs made again so that every trajectory carries the
+LayerNorm scale); their records go to ``data/<plan>/``."""
 
 from __future__ import annotations
 
