@@ -922,7 +922,7 @@ def test_a_kill_while_saving_leaves_the_old_checkpoint_whole(saved, monkeypatch)
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(C, "save_file", killed)
+    monkeypatch.setattr(C.published, "save_file", killed)
     with pytest.raises(KeyboardInterrupt):
         save_pretrained(build("plga", seed=1, num_hidden_layers=1), directory)
     monkeypatch.undo()
@@ -1320,7 +1320,7 @@ def test_contradicting_recorded_dtypes_are_refused(saved, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the weights were read before config.json was checked")
 
-    monkeypatch.setattr(C, "load_file", forbidden)
+    monkeypatch.setattr(C.loading, "load_file", forbidden)
     with pytest.raises(
         ValueError, match="records torch_dtype 'bfloat16' but dtype 'float16'; they must agree"
     ):

@@ -110,6 +110,7 @@ SUBLAYERS = {
         "corpora": 1,  # the snapshots are found by the locators
         "batches": 2,  # a corpus tokenized and cut into blocks
     },
+    "checkpoint": {"published": 0, "saving": 1, "loading": 2},
 }
 
 MAX_LINES = 800

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import _check_device, load_pretrained, read_config, resolve_checkpoint
+from .checkpoint import load_pretrained, read_config, resolve_checkpoint
+from .checkpoint.loading import _check_device
 from .config import CACHE_MODES
 from .data import check_tokenizer, load_text, load_tokenizer
 from .sampling import check_decoding_args
