@@ -111,6 +111,7 @@ SUBLAYERS = {
         "batches": 2,  # a corpus tokenized and cut into blocks
     },
     "checkpoint": {"published": 0, "saving": 1, "loading": 2},
+    "pretrain": {"config": 0, "resume": 1, "run": 2, "cli": 3, "__main__": 4},
 }
 
 MAX_LINES = 800

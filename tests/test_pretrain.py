@@ -1,12 +1,14 @@
 """Pre-training from the command line: config files, checkpoints, exact resume, non-finite loss,
 DistributedDataParallel on two CPU processes, generation from a checkpoint."""
 
+import hashlib
 import json
 import logging
 import os
 import socket
 import subprocess
 import sys
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,10 @@ from safetensors.torch import load_file
 import kvattn.diagnostics as D
 import kvattn.distributed as DIST
 import kvattn.pretrain as T
+import kvattn.pretrain.resume as RESUME
+import kvattn.pretrain.run as RUN
 from kvattn.checkpoint import load_pretrained
+from kvattn.data import blocks, load_text
 from kvattn.generate import generate_text
 from kvattn.pretrain import PretrainConfig, pretrain
 
@@ -84,7 +89,7 @@ def test_run_writes_a_published_checkpoint_and_loss_falls(tmp_path):
 def _interrupt_after_the_step_3_checkpoint(run: Path, monkeypatch) -> None:
     """Start the TINY run in ``run`` and stop it by KeyboardInterrupt during step 5, after the
     step-3 checkpoint (3 steps, 4 evaluation blocks, then 2 more steps)."""
-    original = T.lm_cross_entropy
+    original = RUN.lm_cross_entropy
     calls = {"n": 0}
 
     def interrupting(*args, **kwargs):
@@ -93,10 +98,10 @@ def _interrupt_after_the_step_3_checkpoint(run: Path, monkeypatch) -> None:
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(T, "lm_cross_entropy", interrupting)
+    monkeypatch.setattr(RUN, "lm_cross_entropy", interrupting)
     with pytest.raises(KeyboardInterrupt):
         pretrain(config(run), progress=False)
-    monkeypatch.setattr(T, "lm_cross_entropy", original)
+    monkeypatch.setattr(RUN, "lm_cross_entropy", original)
 
 
 @pytest.mark.slow
@@ -112,7 +117,7 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, monkeypatch):
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    original = T.lm_cross_entropy
+    original = RUN.lm_cross_entropy
     calls = {"n": 0}
 
     def exploding(*args, **kwargs):
@@ -120,7 +125,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
         loss = original(*args, **kwargs)
         return loss * float("nan") if calls["n"] > 3 + 4 + 1 else loss
 
-    monkeypatch.setattr(T, "lm_cross_entropy", exploding)
+    monkeypatch.setattr(RUN, "lm_cross_entropy", exploding)
     with pytest.raises(FloatingPointError, match="non-finite loss nan at step 4"):
         pretrain(config(tmp_path), progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
@@ -153,13 +158,13 @@ def test_a_model_with_non_finite_logits_is_never_checkpointed(tmp_path):
 def test_training_steps_skip_the_loss_target_check_that_syncs(tmp_path, monkeypatch):
     """lm_cross_entropy's all-pad check reads the targets (a host sync per call on a GPU): the
     training steps skip it, since packed blocks always have targets; evaluations keep it."""
-    original, calls = T.lm_cross_entropy, []
+    original, calls = RUN.lm_cross_entropy, []
 
     def recording(*args, **kwargs):
         calls.append(kwargs.get("check_targets", True))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(T, "lm_cross_entropy", recording)
+    monkeypatch.setattr(RUN, "lm_cross_entropy", recording)
     pretrain(config(tmp_path, steps=3, eval_every=3, eval_blocks=2), progress=False)
     assert calls == [False, False, False, True, True]  # 3 steps, then 2 validation blocks
 
@@ -360,7 +365,7 @@ def test_ddp_set_up_errors_name_the_variables_that_turned_it_on(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the device check runs first
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     values = ", ".join(
         f"{name}={env[name]!r}" if name in env else f"{name} unset" for name in DDP_VARIABLES
     )
@@ -388,7 +393,7 @@ def test_a_rank_without_a_ddp_world_is_refused(tmp_path, monkeypatch, capsys, en
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     values = ", ".join(
         f"{name}={env[name]!r}" if name in env else f"{name} unset" for name in DDP_VARIABLES
     )
@@ -494,7 +499,7 @@ def test_bf16_autocast_on_cuda(tmp_path):
 def test_bad_config_fields_are_refused_before_any_work(tmp_path, monkeypatch, changes, match):
     """Each bad field fails when the config is read (naming the field, the value and what is
     allowed), not after tokenizer training or as an exploding loss."""
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     path = tmp_path / "c.json"
     path.write_text(json.dumps({**TINY, "out_dir": str(tmp_path / "run"), **changes}))
     with pytest.raises(ValueError, match=match):
@@ -556,7 +561,7 @@ def test_help_lists_every_config_field():
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    for f in T.fields(PretrainConfig):
+    for f in fields(PretrainConfig):
         assert f"  {f.name} ({f.type}, default " in out.stdout, f.name
         assert f.metadata["help"] in out.stdout
     assert "--overwrite" in out.stdout and "--resume" in out.stdout
@@ -571,14 +576,14 @@ def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path, monk
     pretrain(config(tmp_path, steps=3), progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
     before = (ckpt / "model.safetensors").read_bytes()
-    original = T.tokenize
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    original = RUN.tokenize
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     with pytest.raises(FileExistsError, match="already holds a run; resume it"):
         pretrain(config(tmp_path, steps=3, seed=4), progress=False)
     assert (ckpt / "model.safetensors").read_bytes() == before
     with pytest.raises(ValueError, match="resume and overwrite exclude each other"):
         pretrain(config(tmp_path, overwrite=True), resume=True, progress=False)
-    monkeypatch.setattr(T, "tokenize", original)
+    monkeypatch.setattr(RUN, "tokenize", original)
     replaced = pretrain(config(tmp_path, steps=3, seed=4, overwrite=True), progress=False)
     assert (ckpt / "model.safetensors").read_bytes() != before
     assert torch.equal(
@@ -614,7 +619,7 @@ def test_command_line_overwrite_flag(tmp_path, capsys):
 
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     with pytest.raises(FileNotFoundError, match="no checkpoint to resume"):
         pretrain(config(tmp_path), resume=True, progress=False)
 
@@ -623,7 +628,7 @@ def test_resume_with_a_changed_run_is_refused_and_names_the_fields(tmp_path, mon
     pretrain(config(tmp_path, steps=3), progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
     tokenizer = (ckpt / "tokenizer.model").read_bytes()
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     changed_model = {**TINY["model"], "num_hidden_layers": 3}
     with pytest.raises(ValueError, match=r"differs in model: checkpoint .*'num_hidden_layers': 2"):
         pretrain(config(tmp_path, model=changed_model), resume=True, progress=False)
@@ -638,7 +643,7 @@ def test_resume_with_a_changed_run_is_refused_and_names_the_fields(tmp_path, mon
 
 
 def test_unwritable_out_dir_fails_before_any_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     with pytest.raises(ValueError, match="is not a writable folder"):
@@ -678,7 +683,7 @@ def test_non_finite_parameters_are_never_checkpointed(tmp_path, monkeypatch):
     """A finite loss with a NaN gradient (sqrt at 0) makes the parameters NaN; the checkpoint
     after that step is refused, naming the step and the first non-finite parameter, and the last
     good checkpoint stays."""
-    original = T.lm_cross_entropy
+    original = RUN.lm_cross_entropy
     calls = {"n": 0}
 
     def nan_gradient(logits, *args, **kwargs):
@@ -688,7 +693,7 @@ def test_non_finite_parameters_are_never_checkpointed(tmp_path, monkeypatch):
             loss = loss + torch.sqrt(0.0 * logits.sum())
         return loss
 
-    monkeypatch.setattr(T, "lm_cross_entropy", nan_gradient)
+    monkeypatch.setattr(RUN, "lm_cross_entropy", nan_gradient)
     with pytest.raises(
         FloatingPointError, match=r"non-finite parameter decoder\.\S+ after 6 steps \(step 5\)"
     ):
@@ -722,7 +727,7 @@ def test_fused_adamw_follows_the_foreach_run_and_resumes_a_foreach_checkpoint(
     assert resumed.history.loss == pytest.approx(plain.history.loss, rel=1e-3)
     assert all(g["fused"] for g in saved_groups(tmp_path / "c"))
     # the step counters went on from the checkpoint's 3 (a fresh optimiser would end at 3)
-    _, state, _ = T._load_training_state(tmp_path / "c" / "run" / "checkpoint")
+    _, state, _ = RESUME._load_training_state(tmp_path / "c" / "run" / "checkpoint")
     assert {float(s["step"]) for s in state["state"].values()} == {6.0}
     with pytest.raises(ValueError, match="fused_adamw must be true or false"):
         config(tmp_path, fused_adamw=1)
@@ -732,7 +737,7 @@ def test_resumed_optimizer_state_keeps_step_counters_on_the_cpu(tmp_path):
     """Optimizer state is read on the CPU whatever the device: load_state_dict moves the moments
     to the parameters' device and leaves the step counters on the CPU, as PyTorch expects."""
     pretrain(config(tmp_path, steps=3), progress=False)
-    step, state, history = T._load_training_state(tmp_path / "run" / "checkpoint")
+    step, state, history = RESUME._load_training_state(tmp_path / "run" / "checkpoint")
     assert step == 3 and history.steps == [0, 1, 2]
     steps = [s["step"] for s in state["state"].values()]
     assert steps and all(t.device.type == "cpu" and t.ndim == 0 and float(t) == 3 for t in steps)
@@ -847,7 +852,7 @@ def test_resume_continues_the_probe_trajectories(tmp_path, monkeypatch):
     trajectories equal the uninterrupted run's, in memory and in probes.json; a resume that
     changes the probes is refused."""
     import kvattn.diagnostics as D
-    import kvattn.pretrain as P
+    import kvattn.pretrain.run as P
 
     full = pretrain(config(tmp_path / "a", probe_every=2), progress=False)
     original = P.collapse_measures
@@ -878,23 +883,23 @@ def test_probes_need_enough_validation_blocks_and_a_readable_file(tmp_path, monk
     a bound on the token count decides it, else by the exact count after it; either way before
     out_dir is made (it used to be made first, and the refusal to come only after the
     tokenizer)."""
-    original = T.tokenize
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    original = RUN.tokenize
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
     with pytest.raises(
         ValueError, match=r"probe_blocks=100000 needs 200000 validation blocks .* gives at most"
     ):
         pretrain(config(tmp_path, probe_every=2, probe_blocks=100_000), progress=False)
-    monkeypatch.setattr(T, "tokenize", original)
+    monkeypatch.setattr(RUN, "tokenize", original)
     cfg = config(tmp_path, probe_every=2)
-    text = T.load_text(cfg.corpus)
+    text = load_text(cfg.corpus)
     data = original(text, vocab_size=cfg.vocab_size, val_every=cfg.val_every)
-    n_val = len(T.blocks(data.val, cfg.block_size))
-    T._check_probe_room(text, T.replace(cfg, probe_blocks=n_val // 2))  # the bound is no tighter
-    T._check_probe_room(text, T.replace(cfg, probe_blocks=n_val // 2 + 1))  # undecided by it
+    n_val = len(blocks(data.val, cfg.block_size))
+    RUN._check_probe_room(text, replace(cfg, probe_blocks=n_val // 2))  # the bound is no tighter
+    RUN._check_probe_room(text, replace(cfg, probe_blocks=n_val // 2 + 1))  # undecided by it
     with pytest.raises(
         ValueError, match=rf"needs {2 * (n_val // 2 + 1)} .* the corpus gives {n_val}:"
     ):
-        pretrain(T.replace(cfg, probe_blocks=n_val // 2 + 1), progress=False)
+        pretrain(replace(cfg, probe_blocks=n_val // 2 + 1), progress=False)
     assert not (tmp_path / "run").exists()
     with pytest.raises(FileNotFoundError, match=r"no probes\.json"):
         D.load_probes(tmp_path)
@@ -918,7 +923,7 @@ def test_the_probe_bound_never_undercounts_the_tokens():
     of a small tokenizer (byte fallback everywhere)."""
     from kvattn.data import encode_documents, train_tokenizer
 
-    text = T.load_text("pydoc", max_chars=120_000)
+    text = load_text("pydoc", max_chars=120_000)
     tokenizer = train_tokenizer(text, 400)
     chars = [chr(i) for i in range(1, 0x10000) if not 0xD800 <= i < 0xE000]
     docs = ["".join(chars[i : i + 2000]) for i in range(0, len(chars), 2000)]
@@ -930,13 +935,13 @@ def test_the_probe_bound_never_undercounts_the_tokens():
         text[:5000],
     ]
     for doc in docs:
-        cfg = T.replace(config(Path("/unused")), block_size=1, val_every=2, probe_every=1)
+        cfg = replace(config(Path("/unused")), block_size=1, val_every=2, probe_every=1)
         ids = len(encode_documents(tokenizer, [doc]))
         assert ids >= 8  # room for probe_blocks = 2: four blocks of two ids
         # one held-out document: cfg sees ["x", doc] and holds out the second
-        T._check_probe_room("x\n\n" + doc, T.replace(cfg, probe_blocks=ids // 4))
+        RUN._check_probe_room("x\n\n" + doc, replace(cfg, probe_blocks=ids // 4))
         with pytest.raises(ValueError, match="gives at most"):
-            T._check_probe_room("x\n\n" + doc, T.replace(cfg, probe_blocks=10 * ids))
+            RUN._check_probe_room("x\n\n" + doc, replace(cfg, probe_blocks=10 * ids))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -944,7 +949,7 @@ def test_the_probe_bound_never_undercounts_the_tokens():
 
 
 def _tokenizer_must_not_train(monkeypatch) -> None:
-    monkeypatch.setattr(T, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
+    monkeypatch.setattr(RUN, "tokenize", lambda *a, **k: pytest.fail("tokenizer trained"))
 
 
 def test_a_damaged_checkpoint_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
@@ -1012,27 +1017,27 @@ def test_a_resume_on_a_changed_corpus_is_refused_before_the_tokenizer(tmp_path, 
     and a resume compares it first; a checkpoint made before the record falls back on the
     tokenizer, whose message now names the corpus."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text(T.load_text("pydoc", max_chars=150_000))
+    corpus.write_text(load_text("pydoc", max_chars=150_000))
     cfg = config(tmp_path, corpus=str(corpus), steps=3)
     pretrain(cfg, progress=False)
     ckpt = tmp_path / "run" / "checkpoint"
     state = json.loads((ckpt / "trainer_state.json").read_text())
-    assert state["corpus_sha256"] == T.hashlib.sha256(corpus.read_bytes()).hexdigest()
+    assert state["corpus_sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
     corpus.write_text(corpus.read_text().replace("the", "teh"))
-    original = T.tokenize
+    original = RUN.tokenize
     _tokenizer_must_not_train(monkeypatch)
     with pytest.raises(
         ValueError,
         match=rf"the corpus '{corpus}' is not the text the run was trained on \(its SHA-256",
     ):
-        pretrain(T.replace(cfg, steps=6), resume=True, progress=False)
+        pretrain(replace(cfg, steps=6), resume=True, progress=False)
     del state["corpus_sha256"]
     (ckpt / "trainer_state.json").write_text(json.dumps(state))
-    monkeypatch.setattr(T, "tokenize", original)
+    monkeypatch.setattr(RUN, "tokenize", original)
     with pytest.raises(
         ValueError, match=r"differs from the checkpoint's tokenizer.model: the corpus"
     ):
-        pretrain(T.replace(cfg, steps=6), resume=True, progress=False)
+        pretrain(replace(cfg, steps=6), resume=True, progress=False)
 
 
 def test_a_symlinked_checkpoint_folder_is_updated_through_its_link(tmp_path):
