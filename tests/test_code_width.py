@@ -7,7 +7,9 @@ sideways in a code cell. ``ruff`` formats and checks the notebooks at that width
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,42 @@ def test_every_code_line_fits_the_text_column(path):
         f"{path.relative_to(ROOT)}: {len(found)} code lines over {MAX_CODE_WIDTH} characters "
         "(run `ruff format` on it, then shorten the rest by hand):\n" + "\n".join(found)
     )
+
+
+def included_source(nb_path: Path) -> list[tuple[str, str]]:
+    """(file, object) for each ``literalinclude`` of library source with a ``:pyobject:`` in a
+    notebook's markdown cells."""
+    found = []
+    for cell in json.loads(nb_path.read_text())["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        for block in re.findall(r"```\{literalinclude\} ([^\n]+)\n(.*?)```", text, re.S):
+            obj = re.search(r":pyobject: (\S+)", block[1])
+            found.append((block[0].strip(), obj.group(1) if obj else ""))
+    return found
+
+
+def object_lines(path: Path, dotted: str) -> list[str]:
+    """The source lines of ``Class``, ``function`` or ``Class.method`` in a Python file."""
+    source = path.read_text()
+    scope: list = ast.parse(source).body
+    node = None
+    for name in dotted.split("."):
+        node = next(n for n in scope if getattr(n, "name", None) == name)
+        scope = node.body
+    return source.splitlines()[node.lineno - 1 - len(node.decorator_list) : node.end_lineno]
+
+
+def test_the_model_source_a_chapter_shows_fits_the_column():
+    """Chapter 7 shows the model's code from ``kvattn/plga.py`` itself (a literal include, not a
+    copy); each included object is at most 79 characters wide, as code cells are."""
+    shown = {p.name: included_source(p) for p in NOTEBOOKS}
+    assert ("../lib/kvattn/plga.py", "PowerLawGraph") in shown["07_plga_piece_by_piece.ipynb"]
+    wide = []
+    for name, includes in shown.items():
+        for file, obj in includes:
+            assert obj, f"{name}: include {file} names no :pyobject:"
+            lines = object_lines((ROOT / "notebooks" / file).resolve(), obj)
+            wide += [f"{name}: {obj}: {line}" for line in lines if len(line) > MAX_CODE_WIDTH]
+    assert not wide, "\n".join(wide)

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvattn import config, diagnostics, memories, mlp, pldr, symmetry
+from kvattn import config, diagnostics, memories, mlp, pldr, plga, symmetry
 from kvattn.course import exercises
 from kvattn.course.exercises import EXERCISES, ExerciseFailed, check
 
@@ -531,7 +531,7 @@ def test_rope_reference_matches_the_model():
     cfg = config.PLDRConfig(
         vocab_size=16, hidden_size=16, num_attention_heads=2, num_hidden_layers=1, A_dff=8
     )
-    rope = pldr.RotaryEmbedding(cfg.d_k, 32, 10_000.0, interleaved=True)
+    rope = plga.RotaryEmbedding(cfg.d_k, 32, 10_000.0, interleaved=True)
     x = torch.randn(7, cfg.d_k, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     expected = rope(x.view(1, 7, 1, cfg.d_k)).view(7, cfg.d_k)
     torch.testing.assert_close(EXERCISES["rope"].reference(x, 10_000.0), expected)
@@ -629,7 +629,7 @@ def test_permutation_p_values():
 def test_commutant_projection_commutes_with_rope():
     G = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
     P = EXERCISES["commutant_projection"].reference(G)
-    rope = pldr.RotaryEmbedding(6, 8, 100.0, interleaved=True)
+    rope = plga.RotaryEmbedding(6, 8, 100.0, interleaved=True)
     eye = torch.eye(6, dtype=torch.float64).view(6, 1, 1, 6)
     R = rope(eye, start=3).view(6, 6)
     torch.testing.assert_close(R @ P, P @ R)
@@ -645,7 +645,7 @@ def test_prefix_density_ends_with_the_block_density_and_grows_by_one_term():
 
 def test_iswiglu_slope_is_the_autograd_derivative():
     u = torch.linspace(-20, 20, 401, dtype=torch.float64, requires_grad=True)
-    (grad,) = torch.autograd.grad(pldr.iswiglu(u).sum(), u)
+    (grad,) = torch.autograd.grad(plga.iswiglu(u).sum(), u)
     torch.testing.assert_close(EXERCISES["iswiglu_slope"].reference(u.detach()), grad)
 
 

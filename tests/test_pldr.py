@@ -13,10 +13,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kvattn.pldr as pldr
+import kvattn.plga as plga
 from kvattn.ablations import constant_g_from, generation_mode_loss
 from kvattn.config import CACHE_MODES, EPSILON_A, PLDRConfig, published_110m_config
-from kvattn.pldr import GPT, PLDRLLM, PowerLawGraph, RotaryEmbedding, iswiglu
+from kvattn.pldr import GPT, PLDRLLM
+from kvattn.plga import PowerLawGraph, RotaryEmbedding, iswiglu
 
 F64 = torch.float64
 V = 128  # vocabulary of the tiny models
@@ -1327,7 +1328,7 @@ def test_left_padding_reaches_real_tokens_through_the_density(
     pad = LEFT == 0
     with torch.no_grad():
         ours = model(LEFT, output_pldr_attentions=True).logits
-        monkeypatch.setattr(pldr, "attention_mask", _reference_rule_mask)
+        monkeypatch.setattr(plga, "attention_mask", _reference_rule_mask)
         reference = model(LEFT, output_pldr_attentions=True).logits
     assert (ours[pad] - reference[pad]).abs().amax(-1).min() > 1e-3
     assert torch.equal(ours[1], reference[1])
@@ -1497,3 +1498,51 @@ def test_generation_mode_logits_give_the_generation_mode_loss():
         torch.testing.assert_close(logits[:, 4], model(ids[:, :5]).logits[:, -1])
     loss = lm_cross_entropy(logits, ids[:, 1:], model.config.pad_token_id).item()
     assert loss == pytest.approx(generation_mode_loss(model, ids), rel=1e-6)
+
+
+# -- the named-activation view (issue 39) ---------------------------------------------------------
+
+
+def test_activations_name_every_tensor_of_the_pass_and_match_the_modules():
+    """``model.activations(ids)``: each name holds what the module of that name computes: the
+    density, each metric-learner unit's output in turn, A (the last unit's output), A_LM, A_P,
+    G_LM and E as the forward pass reports them, each layer's output, and the logits."""
+    model = make(num_reslayerA=3)
+    ids = rand_ids(2, 6)
+    acts = model.activations(ids)
+    L, units = model.config.num_hidden_layers, 3
+    per_layer = ["A0", *(f"unit.{j}" for j in range(units)), "A", "A_LM", "A_P", "G_LM", "E"]
+    per_layer += ["attention", "output"]
+    assert list(acts) == [f"layer.{i}.{n}" for i in range(L) for n in per_layer] + ["logits"]
+    reported = model(ids, output_pldr_attentions=True)
+    for i, outputs in enumerate(reported.pldr_attentions):
+        attention = model.decoder.dec_layers[i].mha1
+        A = attention.layernorm1(acts[f"layer.{i}.A0"])
+        for j, unit in enumerate(attention.reslayerAs):
+            A = unit(A)
+            torch.testing.assert_close(acts[f"layer.{i}.unit.{j}"], A, rtol=0, atol=0)
+        assert torch.equal(acts[f"layer.{i}.A"], acts[f"layer.{i}.unit.{units - 1}"])
+        for field in ("A0", "A", "A_LM", "A_P", "G_LM", "E"):
+            assert torch.equal(acts[f"layer.{i}.{field}"], getattr(outputs, field))
+    assert acts["layer.0.attention"].shape == (2, 6, model.config.hidden_size)
+    assert torch.equal(acts["logits"], reported.logits)
+    after = model.decoder.dec_layers[L - 1]
+    assert torch.equal(model.final_layer(acts[f"layer.{L - 1}.output"]), acts["logits"])
+    assert after.mha1.reslayerAs[0]._forward_hooks == {}  # the view leaves no hook behind
+
+
+def test_activations_of_a_gpt_and_of_a_constant_g_model_hold_what_they_have():
+    ids = rand_ids(1, 5)
+    gpt = make(GPT).activations(ids)
+    assert sorted({name.split(".")[-1] for name in gpt}) == ["E", "attention", "logits", "output"]
+    constant = make(custom_G_type="identity").activations(ids)
+    assert constant["layer.0.G_LM"].shape == (tiny().num_attention_heads, tiny().d_k, tiny().d_k)
+    assert "layer.0.A" not in constant
+
+
+def test_activations_refuse_bad_ids_and_leave_no_hook():
+    model = make()
+    with pytest.raises(ValueError, match="token ids must lie in"):
+        model.activations(torch.tensor([[1, V + 3]]))
+    layers = model.decoder.dec_layers
+    assert all(not m._forward_hooks for layer in layers for m in layer.modules())

@@ -100,7 +100,7 @@ def _generation_mode(model: DecoderLM, ids: Tensor) -> tuple[Tensor, Tensor]:
         for t in range(targets.shape[1]):
             prefix = ids[:, : t + 1]
             padding = model._default_padding(prefix, None)
-            logits.append(model._forward(prefix, padding, None, None, False).logits[:, -1])
+            logits.append(model.forward_unchecked(prefix, padding, None, None, False).logits[:, -1])
         return torch.stack(logits, dim=1), targets
     finally:
         model.train(was_training)

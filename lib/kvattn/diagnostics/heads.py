@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .._checks import check_square
-from ..pldr import Attention, DecoderLM
+from ..pldr import DecoderLM
+from ..plga import Attention
 from .measures import (
     _attention,
     _check_attention,
@@ -262,7 +263,7 @@ def _last_position(outputs):
 
 def deductive_tensors(model: DecoderLM, prompts: list[Tensor]) -> list[list]:
     """The deductive outputs of every prompt: ``out[p][layer]`` is a
-    :class:`kvattn.pldr.DeductiveOutputs`; each prompt is token ids of shape ``(1, S)``.
+    :class:`kvattn.plga.DeductiveOutputs`; each prompt is token ids of shape ``(1, S)``.
 
     Raises
     ------
@@ -291,7 +292,7 @@ def deductive_profile(
     ------
     TypeError
         For outputs that are not a list of per-prompt lists of
-        :class:`~kvattn.pldr.DeductiveOutputs` (what :func:`deductive_tensors` returns; objects
+        :class:`~kvattn.plga.DeductiveOutputs` (what :func:`deductive_tensors` returns; objects
         with its fields A, A_LM, A_P and G_LM do), or outputs without G_LM (a GPT's).
     ValueError
         For fewer than two prompts, prompts with different numbers of layers, outputs of a batch
@@ -339,7 +340,7 @@ def deductive_profile(
 
 def _check_outputs(outputs: object) -> None:
     """Raise unless ``outputs`` is a list (or tuple) of per-prompt lists of
-    :class:`~kvattn.pldr.DeductiveOutputs` (or objects with its fields A, A_LM, A_P, G_LM)."""
+    :class:`~kvattn.plga.DeductiveOutputs` (or objects with its fields A, A_LM, A_P, G_LM)."""
     bad = None
     if not isinstance(outputs, list | tuple):
         bad = type(outputs).__name__

@@ -2,7 +2,7 @@
 
 Order parameters, the rank-1 audit, the Perron–Frobenius eigenpair, asymmetry and the NOTEARS
 acyclicity function of a stack of d_k × d_k matrices (any leading shape, e.g. ``[B, H, d_k, d_k]``
-from :class:`kvattn.pldr.DeductiveOutputs`), on any device. They move their inputs to the CPU
+from :class:`kvattn.plga.DeductiveOutputs`), on any device. They move their inputs to the CPU
 *then* cast them to float64 (:func:`cpu64`) and return CPU float64 results, so that analyses never
 mix devices and work on Apple MPS, which has no float64. (The DAG regulariser that training
 differentiates, on the input's device, is :func:`kvattn.losses.dag_loss`.)
@@ -16,7 +16,8 @@ import torch
 
 from .._checks import check_finite, check_fraction, check_square
 from ..losses import log_trace_expm_squared
-from ..pldr import PLDRLLM, Attention, DecoderLM
+from ..pldr import PLDRLLM, DecoderLM
+from ..plga import Attention
 
 Tensor = torch.Tensor
 

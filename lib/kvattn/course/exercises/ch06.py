@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ... import diagnostics, pldr
+from ... import diagnostics, plga
 from ._checker import Case, Exercise, Mistake, causal_mask, randn, register
 
 
@@ -87,8 +87,8 @@ def _head_form_no_corner(W_Q, b_Q, W_K, b_K):
 
 def rope_matrix(d_k: int, position: int, theta: float, interleaved: bool = True) -> torch.Tensor:
     """R(p), float64 (d_k, d_k): the matrix with rope(x) = x R(p) for a row x at position p
-    (``kvattn.pldr.RotaryEmbedding``, interleaved planes unless told otherwise)."""
-    return pldr.RotaryEmbedding(d_k, position + 1, theta, interleaved).matrix(position)
+    (``kvattn.plga.RotaryEmbedding``, interleaved planes unless told otherwise)."""
+    return plga.RotaryEmbedding(d_k, position + 1, theta, interleaved).matrix(position)
 
 
 def _rope_form(W_Q, W_K, G, theta, i, j, how: str = ""):

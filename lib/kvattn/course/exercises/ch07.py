@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ... import config, diagnostics, pldr
+from ... import config, diagnostics, pldr, plga
 from ...checkpoint import load_pretrained
 from ...data import load_tokenizer, shipped
 from ...diagnostics.measures import _attention, _index
@@ -123,7 +123,7 @@ _STAGES = ("A0", "A", "A_LM", "A_P", "G_LM", "E", "y")
 _PROMPT = "for index, item in enumerate(items):\n    if item is None:\n        continue"
 
 
-def _head_weights(attn: pldr.Attention, head: int) -> dict:
+def _head_weights(attn: plga.Attention, head: int) -> dict:
     """The weights one PLGA head uses, as plain tensors: the metric learner's (shared by the
     heads; nn.Linear layout, weight (out, in)) and the head's five power-law tensors."""
 
@@ -156,7 +156,7 @@ def _head_weights(attn: pldr.Attention, head: int) -> dict:
 def shipped_head(model: pldr.PLDRLLM, ids: torch.Tensor, layer: int, head: int) -> tuple:
     """(q, k, v, weights) of one PLGA head of ``model`` on token ids ``(1, S)``: post-RoPE queries
     and keys and the values, each ``(S, d_k)`` in the model's dtype, and the head's weights (see
-    the ``plga_head`` exercise of chapter 7; the published layout of ``pldr.Attention``).
+    the ``plga_head`` exercise of chapter 7; the published layout of ``plga.Attention``).
 
     Raises
     ------
@@ -230,7 +230,7 @@ def _plga_head(q, k, v, w, how: str = ""):
             out = _glu(out, g)
         A = _layer_norm(out if how == "no residual" else out + A, unit["layernorm"], w["eps"])
     WA = A @ w["W"] if how == "A W" else w["W"] @ A
-    A_LM = pldr.iswiglu(WA + w["b_W"]) + (0.0 if how == "no floor" else config.EPSILON_A)
+    A_LM = plga.iswiglu(WA + w["b_W"]) + (0.0 if how == "no floor" else config.EPSILON_A)
     A_P = A_LM.pow(w["P"])
     G_LM = (w["a"] * A_P if how == "elementwise a" else w["a"] @ A_P) + w["b_a"]
     G = G_LM.T if how == "G transposed" else G_LM
