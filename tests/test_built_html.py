@@ -228,3 +228,16 @@ def test_github_pages_keeps_the_underscore_folders():
 def test_canonical_address_is_the_pages_address_of_the_repository(chapter):
     pages = _build_info().pages_url(CONFIG["repository"]["url"])
     assert f'<link rel="canonical" href="{pages}{chapter}.html" />' in page(chapter)
+
+
+def test_api_pages_link_definitions_to_the_chapter_that_teaches_them():
+    """d2l's "Defined in": a definition the chapters use says, on its API page, which chapter
+    and section teach it, with a link (book/_ext/taught_in.py); one it is not used by has none."""
+    html = (HTML / "book" / "api" / "diagnostics.html").read_text(encoding="utf-8")
+    start = html.index('id="kvattn.diagnostics.measures.perron_frobenius"')
+    entry = html[start : html.index("</dd>", start)]
+    assert "Taught in" in entry
+    assert 'href="../../notebooks/07_plga_piece_by_piece.html"' in entry
+    assert "Positivity and the Perron–Frobenius eigenpair" in entry
+    models = (HTML / "book" / "api" / "models.html").read_text(encoding="utf-8")
+    assert models.count("Taught in") >= 3
