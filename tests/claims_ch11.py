@@ -9,9 +9,10 @@ from itertools import permutations
 
 from claimlib import Claim
 
-from kvattn.course import collapse_report as cr
 from kvattn import diagnostics
 from kvattn.checkpoint import load_pretrained
+from kvattn.course import collapse_report as cr
+from kvattn.course import hunt_report as hr
 from kvattn.data import collapse_hunt, hunt_study, shipped, trajectory
 from kvattn.diagnostics import COLLAPSE_CRITERIA, collapse_reading, load_probes
 from kvattn.reproduce.files import HUNT_PLAN, plan
@@ -37,7 +38,7 @@ def hunt() -> dict:
     records = {}
     for n in plan(HUNT_PLAN)["runs"]:
         r = json.loads(collapse_hunt(n).read_text())
-        r["end"] = cr.end_value(r)
+        r["end"] = hr.end_value(r)
         r["row_map"] = collapse_reading({"row_map_gain": r["row_map_gain"]["final"]}, "row_map")
         records[n] = r
     return records
@@ -66,7 +67,7 @@ def _copy_hunt():
 def sweep_ends():
     out = {}
     for n, p in sweep_probes().items():
-        out[n] = (worst(p["G_order_rms"])[0], cr.end_value(p))
+        out[n] = (worst(p["G_order_rms"])[0], hr.end_value(p))
     return out
 
 
@@ -190,7 +191,7 @@ def check_thresholds_in_tokens(h):
 
 
 def norms():
-    nearest = load_pretrained(collapse_hunt(cr.HUNT_NEAREST, checkpoint=True))
+    nearest = load_pretrained(collapse_hunt(hr.HUNT_NEAREST, checkpoint=True))
     return {
         "nearest": diagnostics.metric_norm(nearest),
         "pldr_tiny": diagnostics.metric_norm(load_pretrained(shipped("pldr_tiny"))),
@@ -214,7 +215,7 @@ def check_rerun_spread(data):
     spread = []
     for n in h:
         assert abs(rr[n]["val_loss"][-1] - h[n]["val_loss"][-1]) < 0.03, n
-        ratio = cr.end_value(rr[n]) / h[n]["end"]
+        ratio = hr.end_value(rr[n]) / h[n]["end"]
         spread.append(max(ratio, 1 / ratio))
     assert 100 < max(spread) < 200  # up to two decades
 
@@ -226,8 +227,8 @@ def check_gamma_below(data):
     h, rr = data
     assert sorted(n for n in h if h[n]["end"] < 0.01) == sorted(BELOW)
     for n in BELOW:
-        assert all(0.003 <= g <= 0.12 for g in cr.end_layers(rr[n], "metric_norm_scale")), n
-        assert 0.75 <= cr.gamma_order_rank(rr[n]) <= 0.95, n
+        assert all(0.003 <= g <= 0.12 for g in hr.end_layers(rr[n], "metric_norm_scale")), n
+        assert 0.75 <= hr.gamma_order_rank(rr[n]) <= 0.95, n
 
 
 def perturb_gamma_below(data):
@@ -262,10 +263,10 @@ def check_gamma_need_not_fall(data):
 def check_gamma_not_together(data):
     _, rr = data
     for n in ("base", "base_seed2", "corpus1.5M"):
-        gamma = cr.end_layers(rr[n], "metric_norm_scale")
+        gamma = hr.end_layers(rr[n], "metric_norm_scale")
         assert all(0.19 <= g <= 0.33 for g in gamma), n
-        assert 0.14 <= cr.end_value(rr[n]) <= 0.175, n
-        assert -0.21 <= cr.gamma_order_rank(rr[n]) <= -0.09, n
+        assert 0.14 <= hr.end_value(rr[n]) <= 0.175, n
+        assert -0.21 <= hr.gamma_order_rank(rr[n]) <= -0.09, n
 
 
 def check_depth8_not_gate(data):
@@ -290,7 +291,7 @@ def perturb_depth8(data):
 def route_data():
     readings = []
     for name, record in held().items():
-        readings.append(cr.route_reading(f"{name}_constant", record, name, hunt()[name]))
+        readings.append(hr.route_reading(f"{name}_constant", record, name, hunt()[name]))
     return held(), readings
 
 
@@ -298,16 +299,16 @@ def check_route(data):
     records, readings = data
     for name, record in records.items():
         for step in range(2000, 12001, 2000):
-            gamma = cr.window_reading(record, "metric_norm_scale", step)
+            gamma = hr.window_reading(record, "metric_norm_scale", step)
             assert all(0.025 <= g <= 0.055 for g in gamma), (name, step)
         end = record["step"][-1]
-        gamma = cr.window_reading(record, "metric_norm_scale", end)
-        beta = cr.window_reading(record, "metric_norm_shift", end)
+        gamma = hr.window_reading(record, "metric_norm_scale", end)
+        beta = hr.window_reading(record, "metric_norm_shift", end)
         assert all(1 / 2.5 <= g / b <= 2.5 for g, b in zip(gamma, beta, strict=True))
         assert record["collapsed_at_step"] is None
         assert 0.29 < record["val_loss"][-1] - hunt()[name]["val_loss"][-1] < 0.4  # a third
     assert all(14.5 <= r.strict_closest < 16.5 for r in readings)
-    assert cr.route_verdict(readings) == "not resolved"
+    assert hr.route_verdict(readings) == "not resolved"
     assert not any(r.gamma_shrinks for r in readings)
     below = sum(
         late < cos for r in readings for cos, late in zip(r.ratio_cosine, r.ratio_late, strict=True)
@@ -456,7 +457,7 @@ GRID_CRITERIA = ("study", "row_map", "strict", "published")
 
 def _end(probes: dict, measure: str, step: int | None = None) -> list[float]:
     """Per layer, the median of the last four probes up to ``step`` (the end by default)."""
-    return list(cr.window_reading(probes, measure, probes["step"][-1] if step is None else step))
+    return list(hr.window_reading(probes, measure, probes["step"][-1] if step is None else step))
 
 
 def _reading(values: dict) -> dict[str, bool]:
@@ -498,12 +499,12 @@ def grid_readings() -> dict[str, dict[str, bool]]:
             "row_map_gain": _row_map(model, "pldr_tiny"),
         },
     }
-    low = load_probes(trajectory(cr.SWEEP_BEST))
+    low = load_probes(trajectory(hr.SWEEP_BEST))
     rows["sweep"] = {
         **{m: _end(low, m) for m in measures},
-        "row_map_gain": _row_map(load_pretrained(shipped(cr.SWEEP_BEST)), cr.SWEEP_BEST),
+        "row_map_gain": _row_map(load_pretrained(shipped(hr.SWEEP_BEST)), hr.SWEEP_BEST),
     }
-    near = hunt()[cr.HUNT_NEAREST]
+    near = hunt()[hr.HUNT_NEAREST]
     rows["nearest"] = {
         **{m: _end(near, m) for m in measures},
         "row_map_gain": near["row_map_gain"]["final"],
@@ -580,12 +581,12 @@ def rowmap_data() -> dict:
     lowest-order model and of the hunt's nearest, on the first four validation blocks."""
     from kvattn.data import load_tokenizer, validation_blocks
 
-    config = json.loads((shipped(cr.SWEEP_BEST) / "trainer_state.json").read_text())["config"]
-    blocks = validation_blocks(config, load_tokenizer(shipped(cr.SWEEP_BEST)))[:4]
+    config = json.loads((shipped(hr.SWEEP_BEST) / "trainer_state.json").read_text())["config"]
+    blocks = validation_blocks(config, load_tokenizer(shipped(hr.SWEEP_BEST)))[:4]
     probes = [b[None, :-1] for b in blocks]
     models = {
-        "sweep": load_pretrained(shipped(cr.SWEEP_BEST)),
-        "nearest": load_pretrained(collapse_hunt(cr.HUNT_NEAREST, checkpoint=True)),
+        "sweep": load_pretrained(shipped(hr.SWEEP_BEST)),
+        "nearest": load_pretrained(collapse_hunt(hr.HUNT_NEAREST, checkpoint=True)),
     }
     out = {}
     for name, model in models.items():
@@ -787,10 +788,10 @@ def audit_data() -> dict:
     folder = dr.checkpoint(name)
     model = load_pretrained(folder)
     tok = load_tokenizer(folder)
-    config = json.loads((shipped(cr.SWEEP_BEST) / "trainer_state.json").read_text())["config"]
+    config = json.loads((shipped(hr.SWEEP_BEST) / "trainer_state.json").read_text())["config"]
     probes = [b[None, :-1] for b in validation_blocks(config, tok)[:4]]
     held_out = load_text("stdlib", max_chars=6_300_000)[6_000_000:]
-    nearest = load_pretrained(collapse_hunt(cr.HUNT_NEAREST, checkpoint=True))
+    nearest = load_pretrained(collapse_hunt(hr.HUNT_NEAREST, checkpoint=True))
     return {
         "deep": cr.measure_finding("deep", model, tok, held_out, snippets=4),
         "nearest": cr.measure_finding("nearest", nearest, tok, held_out, snippets=4),

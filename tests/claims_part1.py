@@ -19,9 +19,9 @@ import torch
 from claimlib import NOTEBOOKS, Claim
 
 from kvattn import data, experiments, interaction, memories, stats, symmetry
-from kvattn.course import contrast_report
 from kvattn import train as training
 from kvattn.activations import resolve
+from kvattn.course import contrast_report
 from kvattn.mlp import (
     FullBilinearAttentionMLP,
     GatedMLP,

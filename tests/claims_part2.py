@@ -199,7 +199,8 @@ def ch7() -> dict:
     """Chapter 7's checks on pldr_tiny (layer 0, head 0 for the recomputations; every layer and
     head for the entries, the exponents, the eigenpairs and the order parameters)."""
     from kvattn import diagnostics
-    from kvattn.pldr import GPT, iswiglu
+    from kvattn.pldr import GPT
+    from kvattn.plga import iswiglu
 
     model, tokenizer = _pldr()
     cfg = model.config
@@ -570,12 +571,12 @@ def ch9_norms() -> dict:
     """Mean |γ| and |β| per layer of the metric learners' last LayerNorm (kvattn.diagnostics.
     metric_norm), for chapter 9's models and the collapse hunt's nearest run."""
     from kvattn import diagnostics
-    from kvattn.course import collapse_report
     from kvattn.checkpoint import load_pretrained
+    from kvattn.course import hunt_report
     from kvattn.data import collapse_hunt
 
     m = ch9_models()
-    hunt = load_pretrained(collapse_hunt(collapse_report.HUNT_NEAREST, checkpoint=True))
+    hunt = load_pretrained(collapse_hunt(hunt_report.HUNT_NEAREST, checkpoint=True))
     out = {}
     for label, model in [
         ("initial", m["initial"]),
@@ -729,11 +730,11 @@ STUDY = 1e-2  # the training-dynamics study's threshold on the RMS order paramet
 
 
 def check_choices(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
-    assert collapse_report.lowest_end(data["sweep"]) == collapse_report.SWEEP_BEST
-    assert collapse_report.SWEEP_BEST == "sweep_lr3e-3_wu500"
-    assert collapse_report.lowest_end(data["hunt"]) == collapse_report.HUNT_NEAREST
+    assert hunt_report.lowest_end(data["sweep"]) == hunt_report.SWEEP_BEST
+    assert hunt_report.SWEEP_BEST == "sweep_lr3e-3_wu500"
+    assert hunt_report.lowest_end(data["hunt"]) == hunt_report.HUNT_NEAREST
 
 
 def check_seed2_at_1000(data):
@@ -745,7 +746,7 @@ def check_seed2_at_1000(data):
 
 
 def check_depth8(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
     deep, base = data["reruns"]["metric_depth8"], data["reruns"]["base"]
     late = [
@@ -760,40 +761,40 @@ def check_depth8(data):
     assert round(late[0][1], 2) == 0.63 and round(late[-1][1], 2) == 0.16
     same = {k for k in base["recipe"] if base["recipe"][k] == deep["recipe"][k]}
     assert {"lr", "warmup", "seed", "steps", "weight_decay", "batch_size", "corpus"} <= same
-    g_deep = collapse_report.end_layers(deep, "metric_norm_scale")[1]
-    g_base = collapse_report.end_layers(base, "metric_norm_scale")[1]
+    g_deep = hunt_report.end_layers(deep, "metric_norm_scale")[1]
+    g_base = hunt_report.end_layers(base, "metric_norm_scale")[1]
     assert abs(g_base / g_deep - 1) < 0.25
-    o_deep = collapse_report.end_layers(deep, "G_order_rms")[1]
-    o_base = collapse_report.end_layers(base, "G_order_rms")[1]
+    o_deep = hunt_report.end_layers(deep, "G_order_rms")[1]
+    o_base = hunt_report.end_layers(base, "G_order_rms")[1]
     assert o_base > 10 * o_deep
 
 
 def check_gamma_falls_order_rises(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
     for name in ("base", "base_seed2", "corpus1.5M"):
         run = data["reruns"][name]
         i = run["step"].index(2000)
         gamma = run["metric_norm_scale"][i:]
         assert all(b[la] <= a[la] for a, b in pairwise(gamma) for la in range(2)), name
-        assert collapse_report.end_value(run) > max(run["G_order_rms"][i]), name
+        assert hunt_report.end_value(run) > max(run["G_order_rms"][i]), name
 
 
 def check_some_runs_freeze_none_exactly(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
     runs = {**data["hunt"], **data["reruns"], **data["constant"]}
-    assert any(collapse_report.end_value(r) < STUDY for r in runs.values())
+    assert any(hunt_report.end_value(r) < STUDY for r in runs.values())
     assert min(v for r in runs.values() for o in r["G_order_rms"] for v in o) > 0
 
 
 def check_nearest_not_rank_one(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
-    run = data["hunt"][collapse_report.HUNT_NEAREST]
-    assert max(collapse_report.end_layers(run, "G_order_rms")) < STUDY
+    run = data["hunt"][hunt_report.HUNT_NEAREST]
+    assert max(hunt_report.end_layers(run, "G_order_rms")) < STUDY
     assert max(_at(run, "G_order_rms", run["step"][-1])) < STUDY
-    assert min(collapse_report.end_layers(run, "A_sigma_ratio")) > 1e-3
+    assert min(hunt_report.end_layers(run, "A_sigma_ratio")) > 1e-3
 
 
 def chapter_exercises() -> dict:
@@ -1171,18 +1172,18 @@ def check_gamma_at_freeze(data):
 
 
 def check_nearest_last_probe(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
-    run = data["hunt"][collapse_report.HUNT_NEAREST]
+    run = data["hunt"][hunt_report.HUNT_NEAREST]
     assert max(run["G_order_rms"][-1]) < STUDY
     assert [round(v, 3) for v in run["A_sigma_ratio"][-1]] == [0.065, 0.015]
     assert min(run["A_sigma_ratio"][-1]) > 1e-3  # near rank 1, not exactly
 
 
 def _nearest_rank_one(data):
-    from kvattn.course import collapse_report
+    from kvattn.course import hunt_report
 
-    data["hunt"][collapse_report.HUNT_NEAREST]["A_sigma_ratio"][-1] = [1e-16, 1e-16]
+    data["hunt"][hunt_report.HUNT_NEAREST]["A_sigma_ratio"][-1] = [1e-16, 1e-16]
     return data
 
 
@@ -1507,7 +1508,7 @@ CLAIMS += [
         "the run of the learning-rate sweep whose order parameter ended lowest along training "
         "(rate 3e-3, warm-up 500), and the nearest run of the collapse hunt, the lowest of the "
         "hunt",
-        "chapter 11's table rows (kvattn.course.collapse_report.SWEEP_BEST and HUNT_NEAREST), "
+        "chapter 11's table rows (kvattn.course.hunt_report.SWEEP_BEST and HUNT_NEAREST), "
         "read on the shipped trajectories data/trajectories/sweep_* and data/collapse_hunt",
         records,
         check_choices,

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from kvattn import benchmark
-from kvattn.course import plots
 from kvattn.benchmark import Ratio, cli, counting, flagged, interleaved, reporting, runs, timing
 from kvattn.config import PLDRConfig
+from kvattn.course import plots
 from kvattn.pldr import PLDRLLM
 
 CPU = torch.device("cpu")

@@ -1,5 +1,5 @@
-"""What Part II found (kvattn.course.collapse_report): the table's measures, its format, and the runs
-it names on the shipped records."""
+"""What Part II found (kvattn.course.collapse_report): the table's measures, its format, and the
+runs it names on the shipped records."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import math
 import pytest
 import torch
 
-from kvattn.course import collapse_report as cr
 from kvattn import diagnostics
 from kvattn.checkpoint import load_pretrained
+from kvattn.course import collapse_report as cr
+from kvattn.course import hunt_report as hr
 from kvattn.data import blocks, collapse_hunt, load_text, load_tokenizer, shipped, trajectory
 from kvattn.diagnostics import load_probes
 from kvattn.pldr import PLDRLLM
@@ -140,30 +141,30 @@ def test_end_value_is_the_median_of_the_last_quarter_of_the_worst_layer():
         ]
     }
     # the worst layer: 0.5, 0.4, 0.3, 0.02, 0.05, 0.9, 0.06, 0.07; the last quarter: 0.06, 0.07
-    assert cr.end_value(probes) == pytest.approx(0.065)
-    assert cr.lowest_end({"a": probes, "b": {"G_order_rms": [[1.0, 2.0]]}}) == "a"
+    assert hr.end_value(probes) == pytest.approx(0.065)
+    assert hr.lowest_end({"a": probes, "b": {"G_order_rms": [[1.0, 2.0]]}}) == "a"
     with pytest.raises(ValueError, match="no G_order_rms"):
-        cr.end_value({"G_order_rms": []})
+        hr.end_value({"G_order_rms": []})
     with pytest.raises(ValueError, match="any layer"):
-        cr.end_value({"G_order_rms": [[None, None]]})
+        hr.end_value({"G_order_rms": [[None, None]]})
 
 
 def test_largest_swing():
-    assert cr.largest_swing([1.0, 4.0, 2.0, 2.5]) == 4.0
-    assert cr.largest_swing([3e-4, 1e-4]) == pytest.approx(3.0)
+    assert hr.largest_swing([1.0, 4.0, 2.0, 2.5]) == 4.0
+    assert hr.largest_swing([3e-4, 1e-4]) == pytest.approx(3.0)
     with pytest.raises(ValueError, match="two"):
-        cr.largest_swing([1.0])
+        hr.largest_swing([1.0])
     with pytest.raises(ValueError, match="positive"):
-        cr.largest_swing([1.0, 0.0])
+        hr.largest_swing([1.0, 0.0])
 
 
 def test_the_named_runs_are_the_lowest_end_values_of_the_shipped_records():
     hunt = {n: load_probes(collapse_hunt(n)) for n in HUNT}
-    assert cr.lowest_end(hunt) == cr.HUNT_NEAREST
+    assert hr.lowest_end(hunt) == hr.HUNT_NEAREST
     sweep = {n: load_probes(trajectory(n)) for n in SWEEP}
-    assert cr.lowest_end(sweep) == cr.SWEEP_BEST
+    assert hr.lowest_end(sweep) == hr.SWEEP_BEST
     # the nearest run's end value is orders of magnitude below the sweep's lowest-order run's
-    assert cr.end_value(hunt[cr.HUNT_NEAREST]) < 1e-2 * cr.end_value(sweep[cr.SWEEP_BEST])
+    assert hr.end_value(hunt[hr.HUNT_NEAREST]) < 1e-2 * hr.end_value(sweep[hr.SWEEP_BEST])
 
 
 def test_frozen_g_by_position_resolves_the_g_substitution(tiny, held_out):
@@ -202,14 +203,14 @@ def _trajectory(steps, gamma, ratio, order):
 
 def test_a_window_reading_is_the_median_of_the_last_four_probes_up_to_its_step():
     t = _trajectory(range(0, 1000, 100), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0.5], [1] * 10, [1] * 10)
-    assert cr.window_reading(t, "metric_norm_scale", 500) == (5.5, 5.5)  # 7, 6, 5, 4
-    assert cr.window_reading(t, "metric_norm_scale", 900) == (1.5, 1.5)  # 3, 2, 1, 0.5
+    assert hr.window_reading(t, "metric_norm_scale", 500) == (5.5, 5.5)  # 7, 6, 5, 4
+    assert hr.window_reading(t, "metric_norm_scale", 900) == (1.5, 1.5)  # 3, 2, 1, 0.5
     t["metric_norm_scale"][9] = None  # a probe that did not measure it is left out
-    assert cr.window_reading(t, "metric_norm_scale", 900) == (2.5, 2.5)  # 4, 3, 2, 1
+    assert hr.window_reading(t, "metric_norm_scale", 900) == (2.5, 2.5)  # 4, 3, 2, 1
     with pytest.raises(ValueError, match="3 readings up to step 200, the window needs 4"):
-        cr.window_reading(t, "metric_norm_scale", 200)
+        hr.window_reading(t, "metric_norm_scale", 200)
     with pytest.raises(ValueError, match="no 'delta_loss' trajectory"):
-        cr.window_reading(t, "delta_loss", 900)
+        hr.window_reading(t, "delta_loss", 900)
 
 
 def test_the_route_verdict_follows_the_plans_decision_rule():
@@ -222,29 +223,29 @@ def test_the_route_verdict_follows_the_plans_decision_rule():
     half = _trajectory(
         steps, [1, 1, 1, 1, 0.5, 0.4, 0.3, 0.2, 0.1, 0.1], [0.3] * 5 + [0.2] * 5, [0.1] * 10
     )
-    read = lambda t: cr.route_reading("run", t, "cosine", cosine)  # noqa: E731
+    read = lambda t: hr.route_reading("run", t, "cosine", cosine)  # noqa: E731
     r = read(falling)
     assert r.gamma_early == (1.0, 1.0) and r.gamma_late == pytest.approx((0.15, 0.15))
     assert r.ratio_cosine == (0.3, 0.3) and r.ratio_late == (0.05, 0.05) and r.strict_step is None
-    assert cr.route_verdict([r, r]) == "supported"
-    assert cr.route_verdict([read(rising), read(rising)]) == "refuted"
-    assert cr.route_verdict([r, read(rising)]) == "not resolved"  # the seeds disagree
-    assert cr.route_verdict([read(half), read(half)]) == "not resolved"  # A: less than a third
-    table = cr.format_route([r]).splitlines()
+    assert hr.route_verdict([r, r]) == "supported"
+    assert hr.route_verdict([read(rising), read(rising)]) == "refuted"
+    assert hr.route_verdict([r, read(rising)]) == "not resolved"  # the seeds disagree
+    assert hr.route_verdict([read(half), read(half)]) == "not resolved"  # A: less than a third
+    table = hr.format_route([r]).splitlines()
     assert max(len(line) for line in table) <= cr.MAX_WIDTH
     assert table[-2:] == [
         "run: val loss 3.25 (cosine 3.25), strict: closest ×100",
         "the plan's verdict: supported",
     ]
     with pytest.raises(ValueError, match="not beyond its counterpart's"):
-        cr.route_reading("run", cosine, "cosine", cosine)
+        hr.route_reading("run", cosine, "cosine", cosine)
     with pytest.raises(ValueError, match="no readings"):
-        cr.route_verdict([])
+        hr.route_verdict([])
 
 
 def test_knob_panels_put_a_seed_pair_in_one_panel_on_a_token_axis():
     hunt = {n: json.loads(collapse_hunt(n).read_text()) for n in ("base", "base_seed2", "batch64")}
-    panels = cr.knob_panels(hunt, lambda r: [max(v) for v in r["G_order_rms"]])
+    panels = hr.knob_panels(hunt, lambda r: [max(v) for v in r["G_order_rms"]])
     assert list(panels) == ["base (rate 3e-3, warm-up 50)", "batch 64 (1,500 steps)"]
     base = panels["base (rate 3e-3, warm-up 50)"]
     assert list(base) == ["first seed", "second seed"]
@@ -253,10 +254,10 @@ def test_knob_panels_put_a_seed_pair_in_one_panel_on_a_token_axis():
     assert y[0] == max(hunt["base_seed2"]["G_order_rms"][0])
     batch = panels["batch 64 (1,500 steps)"]["first seed"][0]
     assert batch[-1] == base["first seed"][0][-1]  # as many tokens with a 4x batch
-    every_run = [n for names in cr.HUNT_KNOBS.values() for n in names]
+    every_run = [n for names in hr.HUNT_KNOBS.values() for n in names]
     assert sorted(every_run) == sorted(plan("collapse_hunt")["runs"])
     with pytest.raises(ValueError, match="base: 2 values for 25 probes"):
-        cr.knob_panels(hunt, lambda r: [1, 2])
+        hr.knob_panels(hunt, lambda r: [1, 2])
 
 
 def _record(trajectory, batch=16, block=128):
@@ -269,7 +270,7 @@ def test_route_panels_put_each_run_and_layer_in_a_panel_of_a_and_gamma():
     cosine = _record(_trajectory(range(0, 625, 125), [1] * 5, [(0.4, 0.1)] * 5, [0.1] * 5))
     cosine.pop("metric_norm_scale")  # the hunt's records lack gamma
     rerun = _record(_trajectory(range(0, 625, 125), [(0.9, 0.8)] * 5, [0.3] * 5, [0.1] * 5))
-    panels = cr.route_panels(
+    panels = hr.route_panels(
         {"first seed": (constant, cosine, rerun), "x": (constant, cosine, None)}
     )
     assert list(panels) == [
@@ -279,7 +280,7 @@ def test_route_panels_put_each_run_and_layer_in_a_panel_of_a_and_gamma():
         "x, layer 1",
     ]
     layer1 = panels["first seed, layer 1"]
-    assert list(layer1) == list(cr.ROUTE_SERIES)
+    assert list(layer1) == list(hr.ROUTE_SERIES)
     assert layer1["σ2/σ1 of A, cosine"][1] == [0.1] * 5
     assert (
         layer1["|γ|, constant"][1] == [0.5] * 10 and layer1["|γ|, cosine (rerun)"][1] == [0.8] * 5
@@ -287,7 +288,7 @@ def test_route_panels_put_each_run_and_layer_in_a_panel_of_a_and_gamma():
     assert layer1["|γ|, constant"][0][1] == 125 * 16 * 128 / 1e6
     assert "|γ|, cosine (rerun)" not in panels["x, layer 0"]
     with pytest.raises(ValueError, match="x: a record lacks metric_norm_scale"):
-        cr.route_panels({"x": (cosine, cosine, None)})
+        hr.route_panels({"x": (cosine, cosine, None)})
 
 
 def test_reruns_are_tabled_beside_their_records_with_gamma_at_the_end():
@@ -298,15 +299,15 @@ def test_reruns_are_tabled_beside_their_records_with_gamma_at_the_end():
         [0.3] * 8,
         [0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01, 0.01],
     )
-    assert cr.end_layers(rerun, "metric_norm_scale") == pytest.approx((0.03, 0.003))
-    lines = cr.format_reruns({"base": record}, {"base": rerun}).splitlines()
+    assert hr.end_layers(rerun, "metric_norm_scale") == pytest.approx((0.03, 0.003))
+    lines = hr.format_reruns({"base": record}, {"base": rerun}).splitlines()
     assert lines[2].split()[:5] == ["base", "3.0e-01", "1.0e-02", "0.03,", "0.003"]
-    assert lines[2].split()[5] == f"{cr.gamma_order_rank(rerun):.2f}"
+    assert lines[2].split()[5] == f"{hr.gamma_order_rank(rerun):.2f}"
     assert max(len(line) for line in lines) <= cr.MAX_WIDTH
     with pytest.raises(ValueError, match=r"reruns without a record: \['wd1'\]"):
-        cr.format_reruns({"base": record}, {"wd1": rerun})
+        hr.format_reruns({"base": record}, {"wd1": rerun})
     with pytest.raises(ValueError, match="no metric_norm_scale readings"):
-        cr.end_layers({"metric_norm_scale": [None]}, "metric_norm_scale")
+        hr.end_layers({"metric_norm_scale": [None]}, "metric_norm_scale")
 
 
 def test_the_criteria_print_one_a_line_within_the_column():
@@ -320,9 +321,9 @@ def test_the_criteria_print_one_a_line_within_the_column():
 
 def test_gamma_and_the_order_parameter_move_together_by_rank():
     t = _trajectory(range(5), [1, 0.5, 0.1, 0.2, 0.05], [0.3] * 5, [0.3, 0.1, 0.01, 0.02, 0.001])
-    assert cr.gamma_order_rank(t) == pytest.approx(1.0)
+    assert hr.gamma_order_rank(t) == pytest.approx(1.0)
     t["G_order_rms"] = [[v, v] for v in (0.001, 0.01, 0.02, 0.1, 0.3)]
-    assert cr.gamma_order_rank(t) == pytest.approx(-0.9)
+    assert hr.gamma_order_rank(t) == pytest.approx(-0.9)
     t["metric_norm_scale"][2] = None
     with pytest.raises(ValueError, match="at every probe"):
-        cr.gamma_order_rank(t)
+        hr.gamma_order_rank(t)

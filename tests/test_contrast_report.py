@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kvattn.course import contrast_report as R
 from kvattn import stats
+from kvattn.course import contrast_report as R
 from kvattn.experiments import Contrast, ContrastResult, DoseResponse, paired_contrast
 
 

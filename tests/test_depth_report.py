@@ -1,5 +1,5 @@
-"""kvattn.course.depth_report: the depth experiment read by its plan, on made-up records whose answers
-are known, and on the shipped records where they exist."""
+"""kvattn.course.depth_report: the depth experiment read by its plan, on made-up records whose
+answers are known, and on the shipped records where they exist."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The figure check (kvattn.course.plots.legibility.check_figure, issue 38): it fails on figures a reader
-cannot read (a log axis with one labelled tick, overlapping labels, a label on a marker, a colour
-bar over the next panel, a framed figure clipped by its first frame's range, a widget image whose
-text is too small), the course's plotting helpers and live explorers pass it, and
+"""The figure check (kvattn.course.plots.legibility.check_figure, issue 38): it fails on figures a
+reader cannot read (a log axis with one labelled tick, overlapping labels, a label on a marker, a
+colour bar over the next panel, a framed figure clipped by its first frame's range, a widget image
+whose text is too small), the course's plotting helpers and live explorers pass it, and
 ``KVATTN_FIGURE_CHECK`` installs it on every figure shown."""
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from plotly.subplots import make_subplots
 
 from kvattn import symmetry
 from kvattn.course import explorers, plots
-from kvattn.experiments import load_shipped
-from kvattn.memories import SlotReport
 from kvattn.course.plots.legibility import (
     FigureCheckError,
     FigureCheckWarning,
@@ -30,6 +28,8 @@ from kvattn.course.plots.legibility import (
     figure_problems,
     install_figure_check,
 )
+from kvattn.experiments import load_shipped
+from kvattn.memories import SlotReport
 from kvattn.train import SeedRuns
 
 LINE = dict(title="t", xaxis="x", yaxis="y")
@@ -115,7 +115,7 @@ def test_labels_placed_by_axis_domain_or_paper_are_checked():
     """Chapter 4: ``add_hline`` labels its line at "x domain" (a fraction of the axis's
     domain), which the check took for an axis name and crashed on; a label is now placed in
     whatever reference plotly reads ("paper", "x2 domain", "y2"), each coordinate on its own."""
-    from kvattn.course.plots.legibility import _data_to_px, _PlotlyGeometry
+    from kvattn.course.plots.geometry import PlotlyGeometry, data_to_px
 
     fig = make_subplots(rows=1, cols=2)
     for c in (1, 2):
@@ -128,14 +128,14 @@ def test_labels_placed_by_axis_domain_or_paper_are_checked():
     assert figure_problems(fig) == []
     fig.add_hline(y=1.02, annotation_text="GELU", row=1, col=2)
     assert figure_problems(fig) == ["labels overlap: annotation 'SiLU' and annotation 'GELU'"]
-    geo = _PlotlyGeometry(fig, 688.0)
+    geo = PlotlyGeometry(fig, 688.0)
     x0, x1 = fig.layout.xaxis2.domain
     (left, top), (right, bottom) = geo.px(x0, 1), geo.px(x1, 0)
-    assert _data_to_px(geo, fig, "x2 domain", "y2 domain")(1, 0) == pytest.approx((right, bottom))
-    assert _data_to_px(geo, fig, "paper", "y2 domain")(0, 1) == pytest.approx((geo.left, top))
-    x, _ = _data_to_px(geo, fig, "x2", "y2")(1.0, 1.0)  # 10^0 in the middle of 10^-1 … 10^1
+    assert data_to_px(geo, fig, "x2 domain", "y2 domain")(1, 0) == pytest.approx((right, bottom))
+    assert data_to_px(geo, fig, "paper", "y2 domain")(0, 1) == pytest.approx((geo.left, top))
+    x, _ = data_to_px(geo, fig, "x2", "y2")(1.0, 1.0)  # 10^0 in the middle of 10^-1 … 10^1
     assert x == pytest.approx((left + right) / 2)
-    assert _data_to_px(geo, fig, "x2", "y2")(-1.0, 1.0) is None  # off a log axis
+    assert data_to_px(geo, fig, "x2", "y2")(-1.0, 1.0) is None  # off a log axis
 
 
 def test_a_framed_figure_clipped_by_its_first_frame_fails():

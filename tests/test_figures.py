@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from kvattn.course import explorers, plots
 from kvattn.config import PLDRConfig
+from kvattn.course import explorers, plots
 from kvattn.diagnostics import HeadProfile
 from kvattn.pldr import GPT, PLDRLLM
 from kvattn.symmetry import SymmetryProfile

@@ -1,11 +1,11 @@
-"""kvattn.course.plots.charts.forest: rows in order, asymmetric intervals, the equivalence band, and
-bad input refused before anything is drawn."""
+"""kvattn.course.plots.estimates.forest: rows in order, asymmetric intervals, the equivalence
+band, and bad input refused before anything is drawn."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvattn.course.plots.charts import forest
+from kvattn.course.plots.estimates import forest
 
 
 def test_forest_draws_each_interval_and_the_band():

@@ -131,8 +131,8 @@ def test_with_expected_fills_only_checked_cells(tmp_path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_exercises_have_statement_hint_and_checked_solution(path):
-    """Every exercise of kvattn.course.exercises appears in its chapter: an exercise block naming the
-    function, a folded hint, and a folded solution whose code cell runs the checker (so the book
+    """Every exercise of kvattn.course.exercises appears in its chapter: an exercise block naming
+    the function, a folded hint, and a folded solution whose code cell runs the checker (so the book
     build and nbval execute every solution). Other exercise blocks (find-the-bug, derivations)
     keep the folded layout; a derivation (``:class: derivation``) needs no checker."""
     from kvattn.course.exercises import EXERCISES, chapter_exercises

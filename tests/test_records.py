@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 from kvattn import reproduce
-from kvattn.data import HUNT_STUDIES
 from kvattn.course import records
+from kvattn.data import HUNT_STUDIES
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"

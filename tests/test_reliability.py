@@ -14,9 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kvattn.course import collapse_report as cr
 from kvattn import data
+from kvattn.course import collapse_report as cr
 from kvattn.course import contrast_report
+from kvattn.course import hunt_report as hr
 from kvattn.reproduce import files as repro_files
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -30,21 +31,21 @@ def test_window_reading_is_the_same_in_any_order_and_leaves_nan_out():
     """It gave (nan, 0.45) or (0.25, 0.45) for the same readings in another order."""
     one = {"step": [0, 1, 2, 3], "m": [[NAN, 0.4], [0.2, 0.5], [0.3, 0.45], [0.25, 0.6]]}
     flip = {"step": [0, 1, 2, 3], "m": [[0.25, 0.6], [0.3, 0.45], [0.2, 0.5], [NAN, 0.4]]}
-    assert cr.window_reading(one, "m", 3) == cr.window_reading(flip, "m", 3) == (0.25, 0.475)
+    assert hr.window_reading(one, "m", 3) == hr.window_reading(flip, "m", 3) == (0.25, 0.475)
 
 
 def test_window_reading_refuses_ragged_layers_and_all_missing():
     ragged = {"step": [0, 1, 2, 3], "m": [[0.1, 0.2], [0.1], [0.1, 0.2], [0.1, 0.2]]}
     with pytest.raises(ValueError, match="layers"):
-        cr.window_reading(ragged, "m", 3)
+        hr.window_reading(ragged, "m", 3)
     missing = {"step": [0, 1, 2, 3], "m": [[NAN, 0.2]] * 4}
     with pytest.raises(ValueError, match="layer 0 has no reading"):
-        cr.window_reading(missing, "m", 3)
+        hr.window_reading(missing, "m", 3)
 
 
-def _route(value: float) -> cr.RouteReading:
+def _route(value: float) -> hr.RouteReading:
     layers = (value, value)
-    return cr.RouteReading(
+    return hr.RouteReading(
         "run", "cos", layers, layers, layers, layers, layers, layers, layers, None, 2.0, 3.0, 3.0
     )
 
@@ -52,10 +53,10 @@ def _route(value: float) -> cr.RouteReading:
 def test_no_verdict_from_missing_readings():
     """All-NaN readings gave the verdict "refuted"."""
     with pytest.raises(ValueError, match="no verdict"):
-        cr.route_verdict([_route(NAN)])
+        hr.route_verdict([_route(NAN)])
     with pytest.raises(ValueError, match="no verdict"):
-        cr.route_verdict([_route(0.1), _route(math.inf)])
-    assert cr.route_verdict([_route(0.1)]) == "refuted"
+        hr.route_verdict([_route(0.1), _route(math.inf)])
+    assert hr.route_verdict([_route(0.1)]) == "refuted"
 
 
 def test_format_findings_keeps_80_columns_for_five_layers():

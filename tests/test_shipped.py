@@ -415,8 +415,8 @@ def test_chapter5_paired_trajectory_is_the_paired_test_at_every_evaluation():
     """contrast_report.paired_trajectory, which draws chapter 5's figure of the difference along
     the long runs: at each evaluation it is stats.paired_difference of the two kinds' losses at
     that step, with its t interval; Bonferroni widens every interval; steps count from 1."""
-    from kvattn.course import contrast_report as R
     from kvattn import experiments
+    from kvattn.course import contrast_report as R
 
     run = experiments.load_shipped("symmetry_contrast_silu_12000").contrast
     t = R.paired_trajectory(run, "silu")
@@ -445,8 +445,8 @@ def test_chapter5_pairing_rows_measure_what_pairing_cancels():
     with fewer pairs than asked are left out."""
     import numpy as np
 
-    from kvattn.course import contrast_report as R
     from kvattn import experiments
+    from kvattn.course import contrast_report as R
 
     run = experiments.load_shipped("symmetry_contrast_powered").contrast
     rows = R.pairing_rows({"powered": run})

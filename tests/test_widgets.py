@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from kvattn.course import explorers
 from kvattn.config import PLDRConfig
+from kvattn.course import explorers
 from kvattn.pldr import GPT, PLDRLLM
 
 CONFIG = PLDRConfig(

@@ -95,8 +95,8 @@ def use_book_renderer() -> None:
     Under nbclient (the book build, nbval) plotly's default renderer emits only its own JSON
     mimetype, which the book cannot display. We pair that mimetype (rendered natively by
     JupyterLab, Notebook 7 and VS Code) with HTML that does *not* inline plotly.js: the book serves
-    one ``plotly.min.js`` from its static folder, and ``kvattn.course.book`` tells the book to skip the
-    JSON twin. In Colab the ``colab`` renderer is used.
+    one ``plotly.min.js`` from its static folder, and ``kvattn.course.book`` tells the book to skip
+    the JSON twin. In Colab the ``colab`` renderer is used.
     """
     import plotly.io as pio
     from plotly.io.base_renderers import MimetypeRenderer

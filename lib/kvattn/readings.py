@@ -77,8 +77,8 @@ def check_layer_readings(run: str, fields: Mapping[str, Sequence[float]]) -> Non
 
 def check_finding(r: object) -> None:
     """Refuse a row of :func:`kvattn.course.collapse_report.format_findings` (a
-    :class:`kvattn.course.collapse_report.Finding`) unless each reading is missing (``None``) or what it
-    measures can be: finite, and not negative where it is a size.
+    :class:`kvattn.course.collapse_report.Finding`) unless each reading is missing (``None``) or
+    what it measures can be: finite, and not negative where it is a size.
 
     Raises
     ------

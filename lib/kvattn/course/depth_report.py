@@ -5,7 +5,7 @@ Each run is the collapse hunt's nearest recipe with ``num_reslayerA`` ∈ :data:
 one of :data:`SEEDS`; its record (``data/metric_depth/<name>.json``) carries the training
 probes, each unit's gain and the composite gain of the row map
 (:mod:`kvattn.diagnostics.rowmap`). A run's **end reading** of a per-layer measure is, layer by
-layer, the median of its last four probes (:func:`kvattn.course.collapse_report.window_reading`), as
+layer, the median of its last four probes (:func:`kvattn.course.hunt_report.window_reading`), as
 the plan says.
 
 * :func:`depth_rows` — each run's end readings, one :class:`DepthRow` per run;
@@ -31,11 +31,12 @@ from statistics import median
 from scipy import stats as scipy_stats
 
 from .. import data
-from .collapse_report import MAX_WIDTH, tokens_seen, window_reading
 from ..diagnostics import COLLAPSE_CRITERIA, probe_reading
 from ..pretrain import pretrain
 from ..reproduce.hunt import hunt_config
 from ..stats import DepthReading, dose_verdict
+from .collapse_report import MAX_WIDTH
+from .hunt_report import tokens_seen, window_reading
 
 #: The plan of the depth experiment (``data/plans/<PLAN>.json``) and its records' folder.
 PLAN = "metric_depth"
@@ -240,8 +241,8 @@ def format_depth(rows: Sequence[DepthRow]) -> str:
 def depth_panels(
     records: dict[str, dict], measure: str
 ) -> dict[str, dict[str, tuple[list[float], list[float]]]]:
-    """The panels of :func:`kvattn.course.plots.reports.run_panels`: one per depth (``"2 units"`` …),
-    a series per seed and layer (``"seed 11, layer 0"``) of ``measure`` (a per-layer probe
+    """The panels of :func:`kvattn.course.plots.reports.run_panels`: one per depth (``"2 units"``
+    …), a series per seed and layer (``"seed 11, layer 0"``) of ``measure`` (a per-layer probe
     measure) against the tokens seen (millions).
 
     Raises

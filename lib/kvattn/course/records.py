@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from .. import data, experiments
 from ..experiments import ShippedExperiment
-from ..schema import read_json
 from ..reproduce.contrast import contrast_design
 from ..reproduce.files import EXPERIMENT_PLANS, HUNT_PLAN, PROG, ReproduceError, plan
 from ..reproduce.hunt import plan_sha256
+from ..schema import read_json
 
 #: The two roles a run can play, confirmatory (designed before its data) or exploratory.
 ROLES = ("confirmatory", "exploratory")
@@ -466,10 +466,10 @@ def role_counts() -> str:
 
 
 def planned_runs() -> Table:
-    """Every shipped run of the plans of :data:`kvattn.data.HUNT_STUDIES` (each committed to
-    ``data/plans/`` before its runs): the plan, the hunt run it starts from and what it changes,
-    its wall time, whether the plan file is byte for byte the one the run recorded (its SHA-256),
-    and the command that remakes it."""
+    """Every shipped run of the plans of :data:`kvattn.data.locators.HUNT_STUDIES` (each
+    committed to ``data/plans/`` before its runs): the plan, the hunt run it starts from and
+    what it changes, its wall time, whether the plan file is byte for byte the one the run
+    recorded (its SHA-256), and the command that remakes it."""
     rows = []
     for study in data.HUNT_STUDIES:
         for name, run in plan(study)["runs"].items():

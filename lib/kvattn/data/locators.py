@@ -141,7 +141,7 @@ def collapse_hunt(name: str, checkpoint: bool = False) -> Path:
     """The JSON record ``data/collapse_hunt/<name>.json`` of one run of chapter 11's collapse
     hunt (written by ``kvattn-reproduce hunt``): its recipe, why it was run, its wall
     time, the collapse measures every 250 steps (read them with
-    :func:`kvattn.diagnostics.collapse.load_probes`) and the row-map gains of its first and last
+    :func:`kvattn.diagnostics.probes.load_probes`) and the row-map gains of its first and last
     model; found like :func:`shipped`. With ``checkpoint=True``: the folder
     ``data/collapse_hunt/<name>/`` of the run's final model, shipped for the run nearest to
     collapse (files :data:`~kvattn.data.locators.SHIPPED_FILES`, load it with
@@ -188,7 +188,7 @@ def trajectory(name: str) -> Path:
     """The JSON file ``data/trajectories/<name>.json``: the collapse measures recorded while the
     shipped checkpoint ``name`` trained again from its recipe with probes (written by
     ``kvattn-reproduce trajectory``; read it with
-    :func:`kvattn.diagnostics.collapse.load_probes`, draw it with
+    :func:`kvattn.diagnostics.probes.load_probes`, draw it with
     :func:`kvattn.course.plots.reports.collapse_trajectories`);
     found like :func:`shipped`.
     Raises as :func:`shipped` (listing the shipped trajectories).

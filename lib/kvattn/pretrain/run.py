@@ -44,7 +44,7 @@ Tensor = torch.Tensor
 class PretrainResult:
     """The trained model (unwrapped), its tokenizer, the loss history, the output folder and, with
     ``probe_every``, the collapse-measure trajectories (as
-    :func:`~kvattn.diagnostics.collapse.load_probes` returns them)."""
+    :func:`~kvattn.diagnostics.probes.load_probes` returns them)."""
 
     model: nn.Module
     tokenizer: object
@@ -60,7 +60,7 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, progress: bool = True
     ``model.safetensors``), ``tokenizer.model`` (SentencePiece) and the trainer state
     (``optimizer.safetensors``, ``trainer_state.json``), and with ``probe_every`` the
     collapse-measure trajectories (``probes.json``, see
-    :func:`~kvattn.diagnostics.collapse.load_probes`). Every step's batch is a function of (seed,
+    :func:`~kvattn.diagnostics.probes.load_probes`). Every step's batch is a function of (seed,
     step) alone, so ``resume=True`` continues exactly where the checkpoint left off and reproduces
     the uninterrupted loss curve and trajectories.
 

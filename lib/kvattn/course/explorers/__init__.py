@@ -24,8 +24,8 @@ module                                     chapter     faces
 =========================================  ==========  =====================================
 
 Arguments are checked before anything is drawn or any widget is built
-(:mod:`kvattn.course.plots.checks`): a value outside a slider's range, a choice that is not offered, an
-index past the last layer, head or slot, or an empty prompt raises ValueError naming the
+(:mod:`kvattn.course.plots.checks`): a value outside a slider's range, a choice that is not offered,
+an index past the last layer, head or slot, or an empty prompt raises ValueError naming the
 argument, the value and what is allowed (plotly would silently drop unmatched points, and
 ipywidgets would clamp the value or raise a bare TraitError). A text box that the reader empties
 shows a line asking for a prompt instead of a traceback.

@@ -208,9 +208,9 @@ def widget(
 ) -> widgets.VBox:
     """Edit the prompts (one box each) and pick a layer and head: A, A_LM, A_P, G_LM on the first
     prompt, their spread across the prompts (each on its own colour scale, with colour bars), in
-    an image a book column wide (:func:`~kvattn.course.plots.style.widget_axes`), and above it a printed
-    table of each tensor's order parameter by the magnitude of the mean and by the RMS and its
-    relative spread, with the stage ratios of the relative spread (the static face's title).
+    an image a book column wide (:func:`~kvattn.course.plots.style.widget_axes`), and above it a
+    printed table of each tensor's order parameter by the magnitude of the mean and by the RMS and
+    its relative spread, with the stage ratios of the relative spread (the static face's title).
 
     A prompt is read by what the tokenizer makes of it: a box whose text encodes to no tokens
     (white space, zero-width characters, a BOM) is left out and named, and a prompt longer than

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 import ipywidgets as widgets
 
+from ...train import SeedRuns
 from ..plots.checks import _require_array, _require_choice, _require_items
 from ..plots.style import SIGNED_COLORS, widget_axes
-from ...train import SeedRuns
 from ._live import _live
 
 

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from ..._checks import is_real
+from ...symmetry import SymmetryProfile, input_contour, symmetry_profile
 from ..plots.checks import (
     _require_array,
     _require_choice,
@@ -39,7 +40,6 @@ from ..plots.style import (
     slider,
     widget_axes,
 )
-from ...symmetry import SymmetryProfile, input_contour, symmetry_profile
 from ._live import _live
 
 #: The activations the symmetry explorer offers (label, name).

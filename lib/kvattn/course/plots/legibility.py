@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from numbers import Real
 
 import numpy as np
@@ -26,6 +25,19 @@ from matplotlib.legend import Legend
 from plotly.basedatatypes import BaseFigure
 
 from .checks import MIN_TEXT_PX, PAGE_WIDTH, _require_choice
+from .geometry import (
+    PlotlyGeometry,
+    axis_values,
+    data_to_px,
+    layout_axes,
+    numbers,
+    overlap,
+    overlaps,
+    point_label_boxes,
+    text_box,
+    text_width,
+    trace_axes,
+)
 
 #: The environment variable that installs the check on every figure shown
 #: (:func:`install_figure_check`): ``1`` (or ``error``) raises, ``warn`` warns, unset or ``0``
@@ -39,23 +51,6 @@ class FigureCheckError(ValueError):
 
 class FigureCheckWarning(UserWarning):
     """The problems of :class:`FigureCheckError`, when the check only warns."""
-
-
-def _overlap(a: tuple, b: tuple, slack: float = 1.0) -> bool:
-    """Whether boxes ``(x0, y0, x1, y1)`` overlap by more than ``slack`` px both ways."""
-    return min(a[2], b[2]) - max(a[0], b[0]) > slack and min(a[3], b[3]) - max(a[1], b[1]) > slack
-
-
-def _overlaps(boxes: Sequence[tuple[str, tuple]], limit: int = 4) -> list[str]:
-    """The first ``limit`` overlapping pairs of named boxes, as problems."""
-    found = []
-    for i, (name_a, a) in enumerate(boxes):
-        for name_b, b in boxes[i + 1 :]:
-            if _overlap(a, b):
-                found.append(f"labels overlap: {name_a} and {name_b}")
-                if len(found) == limit:
-                    return found
-    return found
 
 
 # ---- matplotlib --------------------------------------------------------------------------
@@ -102,20 +97,20 @@ def _mpl_problems(fig: object, page_width: float | None, min_text_px: float | No
         (f"{kind} {t.get_text()[:30]!r}", tuple(t.get_window_extent(renderer).extents))
         for kind, t, _ in texts
     ]
-    problems += _overlaps(boxes)
+    problems += overlaps(boxes)
     legend_texts = {id(t) for legend in fig.findobj(Legend) for t in legend.get_texts()}
     for legend in fig.findobj(Legend):
         frame = tuple(legend.get_window_extent(renderer).extents)
         for kind, t, _ in texts:
             if kind == "legend" or id(t) in legend_texts:
                 continue
-            if _overlap(frame, tuple(t.get_window_extent(renderer).extents)):
+            if overlap(frame, tuple(t.get_window_extent(renderer).extents)):
                 problems.append(f"the legend covers the {kind} {t.get_text()[:30]!r}")
     bars = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is not None]
     for cax in bars:
         extent = tuple(cax.get_tightbbox(renderer).extents)
         for ax in fig.axes:
-            if ax is not cax and _overlap(extent, tuple(ax.get_window_extent(renderer).extents)):
+            if ax is not cax and overlap(extent, tuple(ax.get_window_extent(renderer).extents)):
                 where = ax.get_title() or f"axes {fig.axes.index(ax)}"
                 problems.append(f"a colour bar (with its labels) runs over the panel {where!r}")
     if min_text_px is not None and texts:
@@ -135,135 +130,6 @@ def _mpl_problems(fig: object, page_width: float | None, min_text_px: float | No
 # ---- plotly ------------------------------------------------------------------------------
 
 #: Width of characters in ems, roughly as plotly's default font (Open Sans) draws them.
-_NARROW, _WIDE = set("il.,:;'|!j()[]ft ·"), set("mwMW@%")
-
-
-def _text_width(text: str, size: float) -> float:
-    """The rendered width (px) of one line of plotly text, markup stripped, at ``size`` px."""
-    lines = re.sub(r"<[^>]+>", "", re.sub(r"<br\s*/?>", "\n", text)).split("\n")
-
-    def width(line: str) -> float:
-        return sum(
-            0.3 if c in _NARROW else 0.85 if c in _WIDE else 0.66 if c.isupper() else 0.56
-            for c in line
-        )
-
-    return max(width(line) for line in lines) * size
-
-
-def _text_box(text: str, size: float, x: float, y: float, xanchor: str, yanchor: str) -> tuple:
-    lines = text.count("<br") + 1
-    w, h = _text_width(text, size), 1.25 * size * lines
-    x0 = {"left": x, "right": x - w}.get(xanchor, x - w / 2)
-    y0 = {"top": y, "bottom": y - h}.get(yanchor, y - h / 2)  # y grows downwards
-    return (x0, y0, x0 + w, y0 + h)
-
-
-class _PlotlyGeometry:
-    """Where plotly puts a figure's axes at a given width, in px (y grows downwards)."""
-
-    def __init__(self, fig: go.Figure, width: float) -> None:
-        layout = fig.layout
-        margin = layout.margin
-        self.width = float(layout.width or width)
-        self.height = float(layout.height or 450)
-        self.left = 80.0 if margin.l is None else float(margin.l)
-        right = 80.0 if margin.r is None else float(margin.r)
-        self.top = 100.0 if margin.t is None else float(margin.t)
-        bottom = 80.0 if margin.b is None else float(margin.b)
-        self.plot_w = max(self.width - self.left - right, 1.0)
-        self.plot_h = max(self.height - self.top - bottom, 1.0)
-        self.font = float(layout.font.size or 12)
-        self.layout = layout
-
-    def px(self, xf: float, yf: float) -> tuple[float, float]:
-        """Paper fractions → px."""
-        return self.left + xf * self.plot_w, self.top + (1 - yf) * self.plot_h
-
-    def axis(self, name: str) -> object:
-        """The layout axis ``name`` ("x", "x2", "yaxis3", …)."""
-        name = name if "axis" in name else f"{name[0]}axis{name[1:]}"
-        return self.layout[name]
-
-    def domain_box(self, xname: str, yname: str) -> tuple:
-        xd, yd = self.axis(xname).domain or (0, 1), self.axis(yname).domain or (0, 1)
-        (x0, y1), (x1, y0) = self.px(xd[0], yd[0]), self.px(xd[1], yd[1])
-        return (x0, y0, x1, y1)
-
-
-def _numbers(values: object) -> np.ndarray:
-    """The finite numbers among a trace's coordinates (categories and None dropped)."""
-    if values is None:
-        return np.zeros(0)
-    flat = np.ravel(np.asarray(values, dtype=object))
-    out = [float(v) for v in flat if isinstance(v, Real) and not isinstance(v, bool)]
-    array = np.asarray(out, dtype=float)
-    return array[np.isfinite(array)]
-
-
-def _trace_axes(trace: object) -> tuple[str, str]:
-    return getattr(trace, "xaxis", None) or "x", getattr(trace, "yaxis", None) or "y"
-
-
-def _drawn_values(trace: object, letter: str) -> np.ndarray:
-    """The values a trace draws along axis ``letter`` (bars: their ends, heat maps: cells)."""
-    if trace.type in ("table", "pie", "sankey", "parcoords") or not hasattr(trace, letter):
-        return np.zeros(0)
-    return _numbers(getattr(trace, letter))
-
-
-def _frame_traces(fig: go.Figure) -> list[list[tuple[int, object]]]:
-    """For each frame, (index of the figure's trace it updates, its trace)."""
-    out = []
-    for frame in fig.frames:
-        indices = list(frame.traces) if frame.traces is not None else range(len(frame.data))
-        out.append(list(zip(indices, frame.data, strict=False)))
-    return out
-
-
-def _matched(fig: go.Figure, axis: str) -> set[str]:
-    """``axis`` and the axes that share its range with it (plotly's ``matches``)."""
-    root = fig.layout[f"{axis[0]}axis{axis[1:]}"].matches or axis
-    return {
-        name
-        for name in _layout_axes(fig)
-        if name == root or fig.layout[f"{name[0]}axis{name[1:]}"].matches == root
-    } | {axis}
-
-
-def _axis_values(fig: go.Figure, axis: str, *, frames: bool = True) -> list[np.ndarray]:
-    """The values drawn on layout axis ``axis`` ("x", "y2") and the axes that share its range:
-    the figure's, then each frame's."""
-    letter = axis[0]
-    group = _matched(fig, axis)
-
-    def on_axis(base: object, trace: object) -> bool:
-        own = getattr(trace, f"{letter}axis", None) or _trace_axes(base)["xy".index(letter)]
-        return own in group
-
-    sets = [np.concatenate([_drawn_values(t, letter) for t in fig.data if on_axis(t, t)] or [[]])]
-    for updates in _frame_traces(fig) if frames else []:
-        sets.append(
-            np.concatenate(
-                [
-                    _drawn_values(t, letter)
-                    for i, t in updates
-                    if i < len(fig.data) and on_axis(fig.data[i], t)
-                ]
-                or [[]]
-            )
-        )
-    return sets
-
-
-def _layout_axes(fig: go.Figure) -> list[str]:
-    """The short names ("x", "y2", …) of the figure's cartesian axes."""
-    names = []
-    for key in fig.layout:
-        for letter in "xy":
-            if key.startswith(f"{letter}axis"):
-                names.append(letter + key[5:])
-    return names or ["x", "y"]
 
 
 def _log_ticks(ax: object, low: float, high: float) -> list[str]:
@@ -295,7 +161,7 @@ def _log_ticks(ax: object, low: float, high: float) -> list[str]:
 
 def _plotly_log_problems(fig: go.Figure) -> list[str]:
     problems = []
-    for name in _layout_axes(fig):
+    for name in layout_axes(fig):
         ax = fig.layout[f"{name[0]}axis{name[1:]}"]
         if ax.type != "log":
             continue
@@ -304,7 +170,7 @@ def _plotly_log_problems(fig: go.Figure) -> list[str]:
             spans = [(min(low, high), max(low, high))]
         else:
             spans = []
-            for values in _axis_values(fig, name):
+            for values in axis_values(fig, name):
                 positive = values[values > 0]
                 if positive.size:
                     spans.append((np.log10(positive.min()), np.log10(positive.max())))
@@ -326,9 +192,9 @@ def _plotly_frame_problems(fig: go.Figure) -> list[str]:
     if not fig.frames:
         return []
     problems = []
-    for name in _layout_axes(fig):
+    for name in layout_axes(fig):
         ax = fig.layout[f"{name[0]}axis{name[1:]}"]
-        sets = _axis_values(fig, name)
+        sets = axis_values(fig, name)
         frames = [s for s in sets[1:] if s.size]
         if not frames:
             continue
@@ -362,112 +228,11 @@ def _plotly_frame_problems(fig: go.Figure) -> list[str]:
     return problems
 
 
-def _axis_scale(geo: _PlotlyGeometry, fig: go.Figure, name: str) -> tuple[float, float, bool]:
-    """(value at the domain's start, value at its end, log) of layout axis ``name`` ("x", "y2"),
-    with plotly's autorange approximated."""
-    ax = geo.axis(name)
-    log = ax.type == "log"
-    if ax.range is not None and ax.autorange is not True:
-        low, high = (float(v) for v in ax.range)
-    else:
-        values = _axis_values(fig, name, frames=False)[0]
-        values = np.log10(values[values > 0]) if log else values
-        low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
-        pad = 0.05 * (high - low) or 0.5
-        low, high = low - pad, high + pad
-    if ax.autorange == "reversed":
-        low, high = high, low
-    return low, high, log
-
-
-def _coordinate(geo: _PlotlyGeometry, fig: go.Figure, ref: str | None, letter: str) -> Callable:
-    """A function from a position along ``letter`` ("x" or "y") in plotly's reference ``ref`` to
-    px (None where a log axis cannot place it): "paper" (a fraction of the plot area), "x2 domain"
-    (a fraction of that axis's domain: ``add_hline`` and ``add_vline`` place their labels so), or
-    an axis's data ("x2"; None reads as ``letter``, plotly's default)."""
-    along = "xy".index(letter)
-    name, _, domain = (ref or letter).partition(" ")
-
-    def paper(f: float) -> float:
-        return geo.px(f, f)[along]
-
-    if name == "paper":
-        return paper
-    d0, d1 = geo.axis(name).domain or (0, 1)
-    if domain:
-        return lambda v: paper(d0 + v * (d1 - d0))
-    low, high, log = _axis_scale(geo, fig, name)
-    start, stop = paper(d0), paper(d1)
-
-    def to_px(v: float) -> float | None:
-        if log and v <= 0:
-            return None
-        return start + ((np.log10(v) if log else v) - low) / ((high - low) or 1) * (stop - start)
-
-    return to_px
-
-
-def _data_to_px(
-    geo: _PlotlyGeometry, fig: go.Figure, xref: str | None, yref: str | None
-) -> Callable:
-    """A function (x, y) → px (None where a log axis cannot place it) for positions given in
-    plotly's references ``xref`` and ``yref`` (see :func:`_coordinate`)."""
-    to_x, to_y = _coordinate(geo, fig, xref, "x"), _coordinate(geo, fig, yref, "y")
-
-    def to_px(x: float, y: float) -> tuple[float, float] | None:
-        px, py = to_x(x), to_y(y)
-        return None if px is None or py is None else (px, py)
-
-    return to_px
-
-
-def _point_label_boxes(geo: _PlotlyGeometry, fig: go.Figure) -> tuple[list, list]:
-    """The boxes of the text labels of scatter points and of every drawn marker."""
-    labels, markers = [], []
-    for t_index, trace in enumerate(fig.data):
-        if trace.type not in ("scatter", "scattergl"):
-            continue
-        xs, ys = np.ravel(trace.x or []), np.ravel(trace.y or [])
-        if not len(xs) or not len(ys):
-            continue
-        to_px = _data_to_px(geo, fig, *_trace_axes(trace))
-        mode = trace.mode or "markers"
-        size = trace.marker.size if isinstance(trace.marker.size, Real) else 6
-        texts = trace.text if isinstance(trace.text, list | tuple) else [trace.text] * len(xs)
-        font = float(trace.textfont.size or geo.font)
-        positions = trace.textposition
-        if not isinstance(positions, list | tuple):
-            positions = [positions or "middle center"] * len(xs)
-        for i, (x, y) in enumerate(zip(xs, ys, strict=False)):
-            where = str(positions[i] if i < len(positions) else "middle center")
-            if not (isinstance(x, Real) and isinstance(y, Real)):
-                continue
-            at = to_px(float(x), float(y))
-            if at is None:
-                continue
-            px, py = at
-            if "markers" in mode:
-                r = size / 2
-                markers.append((t_index, i, (px - r, py - r, px + r, py + r)))
-            if "text" in mode and i < len(texts) and texts[i]:
-                vertical, _, horizontal = where.partition(" ")
-                gap = size / 2 + 2 if "markers" in mode else 0
-                y_at = {"top": py - gap, "bottom": py + gap}.get(vertical, py)
-                x_at = {"left": px - gap, "right": px + gap}.get(horizontal, px)
-                box = _text_box(
-                    str(texts[i]), font, x_at, y_at,
-                    {"left": "right", "right": "left"}.get(horizontal, "center"),
-                    {"top": "bottom", "bottom": "top"}.get(vertical, "middle"),
-                )  # fmt: skip
-                labels.append((t_index, i, str(texts[i]), box))
-    return labels, markers
-
-
-def _colorbar_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
+def _colorbar_problems(geo: PlotlyGeometry, fig: go.Figure) -> list[str]:
     problems = []
     panels = [
         (x, y, geo.domain_box(x, y))
-        for x, y in {_trace_axes(t) for t in fig.data if t.type not in ("table",)}
+        for x, y in {trace_axes(t) for t in fig.data if t.type not in ("table",)}
     ]
     for trace in fig.data:
         if trace.type not in ("heatmap", "contour") or trace.showscale is False:
@@ -479,7 +244,7 @@ def _colorbar_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
             left -= (bar.thickness or 30) / 2
         elif bar.xanchor == "right":
             left -= bar.thickness or 30
-        zs = _numbers(trace.z)
+        zs = numbers(trace.z)
         ends = [trace.zmin, trace.zmax] if trace.zmin is not None else []
         ends = ends or ([float(zs.min()), float(zs.max())] if zs.size else [0.0])
         exp = bar.exponentformat or "B"
@@ -487,17 +252,17 @@ def _colorbar_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
         label = max(  # the widest label, not the largest string ("1.2e-05" over "-1.2e-05")
             (f"{v:.2g}" if exp in ("e", "E", "power") or abs(v) < 1e-2 else f"{v:.3g}"
              for v in ends),
-            key=lambda text: _text_width(text, size),
+            key=lambda text: text_width(text, size),
         )  # fmt: skip
-        right = left + (bar.thickness or 30) + 4 + _text_width(label, size) + (bar.xpad or 10)
+        right = left + (bar.thickness or 30) + 4 + text_width(label, size) + (bar.xpad or 10)
         length = 1.0 if bar.len is None else float(bar.len)
         y = 0.5 if bar.y is None else float(bar.y)
         top, bottom = geo.px(0, y + length / 2)[1], geo.px(0, y - length / 2)[1]
-        own = _trace_axes(trace)
+        own = trace_axes(trace)
         for xname, yname, box in panels:
             if (xname, yname) == own:
                 continue
-            if _overlap((left + (bar.thickness or 30), top, right, bottom), box, 2.0):
+            if overlap((left + (bar.thickness or 30), top, right, bottom), box, 2.0):
                 problems.append(
                     f"a colour bar's labels (about {right - left:.0f} px from its left edge) "
                     f"run over the panel of axes {xname}/{yname}"
@@ -505,7 +270,7 @@ def _colorbar_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
     return problems
 
 
-def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
+def _plotly_text_problems(geo: PlotlyGeometry, fig: go.Figure) -> list[str]:
     problems = []
     title = fig.layout.title.text
     boxes = []
@@ -513,7 +278,7 @@ def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
         # plotly draws a title at 1.4 × the layout's font, from x = 0.05 of the figure (the
         # house template), on one line: a longer one runs off the figure's right edge
         size = float(fig.layout.title.font.size or round(geo.font * 1.4))
-        w = _text_width(title, size)
+        w = text_width(title, size)
         x0 = (0.05 if fig.layout.title.x is None else float(fig.layout.title.x)) * geo.width
         x0 = x0 - w / 2 if fig.layout.title.xanchor == "center" else x0
         if x0 + 0.97 * w > geo.width:
@@ -522,7 +287,7 @@ def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
                 f"{geo.width:.0f} px (break it with <br> or shorten it): {title[:50]!r}"
             )
         boxes.append(
-            (f"title {title[:30]!r}", _text_box(title, size, x0, geo.top / 2, "left", "middle"))
+            (f"title {title[:30]!r}", text_box(title, size, x0, geo.top / 2, "left", "middle"))
         )
     for note in fig.layout.annotations:
         if not note.text or note.visible is False:
@@ -530,23 +295,23 @@ def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
         size = float(note.font.size or geo.font)
         if not (isinstance(note.x, Real) and isinstance(note.y, Real)):
             continue  # a category or a date: not placed here
-        at = _data_to_px(geo, fig, note.xref, note.yref)(float(note.x), float(note.y))
+        at = data_to_px(geo, fig, note.xref, note.yref)(float(note.x), float(note.y))
         if at is None:
             continue
         x, y = at
-        box = _text_box(
+        box = text_box(
             note.text, size, x + (note.xshift or 0), y - (note.yshift or 0),
             note.xanchor or "center",
             {"top": "top", "bottom": "bottom"}.get(note.yanchor or "middle", "middle"),
         )  # fmt: skip
         boxes.append((f"annotation {note.text[:30]!r}", box))
-    labels, markers = _point_label_boxes(geo, fig)
+    labels, markers = point_label_boxes(geo, fig)
     boxes += [(f"point label {text[:30]!r}", box) for _, _, text, box in labels]
-    problems += _overlaps(boxes)
+    problems += overlaps(boxes)
     hit = []
     for t_label, i_label, text, box in labels:
         for t_marker, i_marker, marker in markers:
-            if _overlap(box, marker):
+            if overlap(box, marker):
                 own = (t_label, i_label) == (t_marker, i_marker)
                 hit.append(
                     f"point label {text[:30]!r} is printed on {'its' if own else 'a'} marker"
@@ -556,7 +321,7 @@ def _plotly_text_problems(geo: _PlotlyGeometry, fig: go.Figure) -> list[str]:
 
 
 def _plotly_problems(fig: go.Figure, width: float) -> list[str]:
-    geo = _PlotlyGeometry(fig, width)
+    geo = PlotlyGeometry(fig, width)
     return (
         _plotly_log_problems(fig)
         + _plotly_frame_problems(fig)
@@ -646,9 +411,9 @@ def install_figure_check(mode: str | None = None) -> bool:
     ``mode``: ``"1"``/``"error"`` raises :class:`FigureCheckError`, ``"warn"`` warns with
     :class:`FigureCheckWarning`, ``"0"``/``""`` removes the check; ``None`` reads the
     environment variable :data:`FIGURE_CHECK_ENV` (``KVATTN_FIGURE_CHECK``), which importing
-    :mod:`kvattn.course.plots` does, so a build or an nbval run with ``KVATTN_FIGURE_CHECK=1`` checks
-    every figure every chapter shows. Returns whether the check is now installed; ValueError for
-    another ``mode``.
+    :mod:`kvattn.course.plots` does, so a build or an nbval run with ``KVATTN_FIGURE_CHECK=1``
+    checks every figure every chapter shows. Returns whether the check is now installed; ValueError
+    for another ``mode``.
     """
     mode = os.environ.get(FIGURE_CHECK_ENV, "") if mode is None else mode
     mode = mode.strip().lower()
@@ -695,11 +460,11 @@ def place_point_labels(fig: go.Figure, *, width: float = PAGE_WIDTH) -> go.Figur
             for where in LABEL_POSITIONS:
                 positions[i] = where
                 trace.textposition = positions
-                labels, markers = _point_label_boxes(_PlotlyGeometry(fig, width), fig)
+                labels, markers = point_label_boxes(PlotlyGeometry(fig, width), fig)
                 mine = [b for t, j, _, b in labels if (t, j) == (index, i)]
                 others = [b for t, j, _, b in labels if t < index or (t == index and j < i)]
                 if not mine or not any(
-                    _overlap(mine[0], box) for box in others + [m for *_, m in markers]
+                    overlap(mine[0], box) for box in others + [m for *_, m in markers]
                 ):
                     break
             else:

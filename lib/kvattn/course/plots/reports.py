@@ -1,5 +1,5 @@
 """Plots of the package's run records: benchmark ratios (:mod:`kvattn.benchmark`) and the
-collapse measures that pre-training probes (:func:`kvattn.diagnostics.collapse.load_probes`).
+collapse measures that pre-training probes (:func:`kvattn.diagnostics.probes.load_probes`).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def collapse_trajectories(probes: Mapping, *, log_y: bool = True, height: int = 
     family, a line per layer (the mean over heads), and a last panel with the G_LM
     substitution's loss change, greedy agreement and share of the G effect.
 
-    ``probes``: the trajectories as :func:`kvattn.diagnostics.collapse.load_probes` returns them
+    ``probes``: the trajectories as :func:`kvattn.diagnostics.probes.load_probes` returns them
     (or ``PretrainResult.probes``): ``step`` (ints, increasing) and, for each per-layer measure of
     :data:`kvattn.diagnostics.collapse.COLLAPSE_LAYER_MEASURES`, one list of L numbers per step,
     for each whole-model one a number per step; ``None`` (undefined) is drawn as a gap.
@@ -316,8 +316,8 @@ def run_panels(
 
     ``panels``: panel title → (series name → ``(x, y)``, two sequences of equal length). A series
     name keeps one style in every panel and appears once in the legend, under the panels: its
-    colour is ``colors[name]`` when given, else :data:`~kvattn.course.plots.style.LAYER_COLORS` in order
-    of first appearance, and it is dashed when named in ``dashed`` (a series and its dashed
+    colour is ``colors[name]`` when given, else :data:`~kvattn.course.plots.style.LAYER_COLORS` in
+    order of first appearance, and it is dashed when named in ``dashed`` (a series and its dashed
     companion, e.g. two measures of one run, can share a colour). ``threshold``:
     ``(value, label)``, a black dotted line across every panel. With ``log_y`` every y must be
     positive (plotly would drop a 0 without a word).

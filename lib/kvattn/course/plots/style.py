@@ -229,8 +229,8 @@ WIDGET_DPI = 90
 def widget_axes(panels: int, *, cols: int = 2, panel_height: float = 3.0) -> tuple:
     """A matplotlib figure for a live explorer's image, ``panels`` axes on a grid of ``cols``
     columns (one panel a row with ``cols=1``), as wide as a book column at 1280 px
-    (:data:`~kvattn.course.plots.checks.PAGE_WIDTH`) at :data:`WIDGET_DPI`, so that the page shows it
-    unscaled and its smallest text (9 pt) is 11 px: four panels in a row, 1,065 px wide, were
+    (:data:`~kvattn.course.plots.checks.PAGE_WIDTH`) at :data:`WIDGET_DPI`, so that the page shows
+    it unscaled and its smallest text (9 pt) is 11 px: four panels in a row, 1,065 px wide, were
     shrunk to the column and their labels to 6 px. Returns ``(fig, axes)``, axes a list;
     ValueError for ``panels``, ``cols`` < 1 or ``panel_height`` ≤ 0."""
     _require_number("panels", panels, 1, integer=True)
