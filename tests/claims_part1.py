@@ -4,8 +4,9 @@ the output it rests on and a check of the claim itself on that output's data.
 
 Data come from the shipped files (``data/experiments/``) or from the library calls the chapter
 makes, with the chapter's seeds. A claim about a chapter's training run recomputes that run
-with the fast build's step count (``kvattn.pick``'s second value, what CI executes), where the
-chapter's own cell asserts the same claim in both builds; the scope in ``rests_on`` says so.
+with the fast build's step count (``kvattn.course.env.pick``'s second value, what CI
+executes), where the chapter's own cell asserts the same claim in both builds; the scope in
+``rests_on`` says so.
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ def ch8_dag() -> dict:
     return out
 
 
-# Chapter 9 at the fast build's sizes (kvattn.pick's second values), as CI executes it.
+# Chapter 9 at the fast build's sizes (kvattn.course.env.pick's second values), as CI executes it.
 CH9_SNIPPETS, CH9_FINDING = 20, {"snippets": 4, "eval_blocks": 4, "new_tokens": 12}
 
 

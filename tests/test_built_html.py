@@ -75,7 +75,7 @@ def test_every_plotly_figure_reached_its_page(chapter):
     assert figures, "chapter has no plotly figure"
     for fig in figures:
         twin = "".join(fig["data"].get("text/html", ""))
-        assert twin, "a plotly figure without its HTML twin (kvattn.setup() not called?)"
+        assert twin, "a plotly figure without its HTML twin (env.setup() not called?)"
         div_id = re.search(r'<div id="([^"]+)" class="plotly-graph-div', twin).group(1)
         assert f'id="{div_id}"' in html
         assert re.search(r'Plotly\.newPlot\(\s*"' + re.escape(div_id), html)

@@ -1,4 +1,5 @@
-"""Tests for :mod:`kvattn.env`: fast mode, seeding, device choice and the book's plotly renderer."""
+"""Tests for :mod:`kvattn.course.env`: fast mode, seeding, device choice and the book's plotly
+renderer."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 from plotly.io.base_renderers import MimetypeRenderer
 
-from kvattn import env
+from kvattn.course import env
 
 
 @pytest.fixture

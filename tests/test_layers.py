@@ -26,7 +26,7 @@ WING = "kvattn.course"
 # is the front door and may re-export any core module.
 TABLES: dict[str, dict[str, float]] = {
     "kvattn": {
-        **dict.fromkeys(("_checks", "_files", "schema", "env", "activations"), 0),
+        **dict.fromkeys(("_checks", "_files", "schema", "activations"), 0),
         **dict.fromkeys(("stats", "readings", "data", "config", "mlp"), 1),
         "losses": 2,
         "sampling": 2,
@@ -88,11 +88,12 @@ TABLES: dict[str, dict[str, float]] = {
     "kvattn.checkpoint": {"published": 0, "saving": 1, "loading": 2},
     "kvattn.pretrain": {"config": 0, "resume": 1, "run": 2, "cli": 3, "__main__": 4},
     "kvattn.course": {
-        **dict.fromkeys(("book", "plots", "contrast_report", "collapse_report"), 0),
-        **dict.fromkeys(("hunt_report", "records"), 0),
-        "depth_report": 1,  # reads the depth experiment with the hunt's windows
-        "explorers": 1,
-        "exercises": 1,
+        "env": 0,  # a notebook's set-up: device, seeds, fast mode, the plotly renderer
+        **dict.fromkeys(("book", "plots", "contrast_report", "collapse_report"), 1),
+        **dict.fromkeys(("hunt_report", "records"), 1),
+        "depth_report": 2,  # reads the depth experiment with the hunt's windows
+        "explorers": 2,
+        "exercises": 2,
     },
     "kvattn.course.plots": {
         "checks": 0,

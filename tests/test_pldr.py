@@ -1513,7 +1513,11 @@ def test_activations_name_every_tensor_of_the_pass_and_match_the_modules():
     L, units = model.config.num_hidden_layers, 3
     per_layer = ["A0", *(f"unit.{j}" for j in range(units)), "A", "A_LM", "A_P", "G_LM", "E"]
     per_layer += ["attention", "output"]
-    assert list(acts) == [f"layer.{i}.{n}" for i in range(L) for n in per_layer] + ["logits"]
+    names = [f"layer.{i}.{n}" for i in range(L) for n in per_layer]
+    assert list(acts) == ["embedded", *names, "logits"]
+    decoder = model.decoder
+    embedded = decoder.layernorm1(decoder.embedding(ids) * decoder.scale)
+    assert torch.equal(acts["embedded"], embedded)
     reported = model(ids, output_pldr_attentions=True)
     for i, outputs in enumerate(reported.pldr_attentions):
         attention = model.decoder.dec_layers[i].mha1
@@ -1534,7 +1538,8 @@ def test_activations_name_every_tensor_of_the_pass_and_match_the_modules():
 def test_activations_of_a_gpt_and_of_a_constant_g_model_hold_what_they_have():
     ids = rand_ids(1, 5)
     gpt = make(GPT).activations(ids)
-    assert sorted({name.split(".")[-1] for name in gpt}) == ["E", "attention", "logits", "output"]
+    kinds = sorted({name.split(".")[-1] for name in gpt})
+    assert kinds == ["E", "attention", "embedded", "logits", "output"]
     constant = make(custom_G_type="identity").activations(ids)
     assert constant["layer.0.G_LM"].shape == (tiny().num_attention_heads, tiny().d_k, tiny().d_k)
     assert "layer.0.A" not in constant

@@ -76,9 +76,9 @@ def setup_cell_source() -> str:
             f'    KVATTN = "git+{url}@{branch}"',
             '    %pip install --quiet "kvattn @ {KVATTN}"',
             "",
-            "import kvattn",
+            "from kvattn.course import env",
             "",
-            "ENV = kvattn.setup(seed=0)",
+            "ENV = env.setup(seed=0)",
             "print(ENV)",
         ]
     )

@@ -44,7 +44,7 @@ from sphinxcontrib.bibtex.style.template import join2, post_text, pre_text, refe
 
 
 def _add_substitutions(app: Sphinx, config: Config) -> None:
-    from kvattn.env import fast_mode
+    from kvattn.course.env import fast_mode
 
     config.myst_substitutions = {
         **config.myst_substitutions,

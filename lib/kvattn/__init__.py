@@ -6,7 +6,6 @@ CONTRIBUTING.md ("Map of lib/kvattn/").
 from .activations import Activation, resolve
 from .checkpoint import load_pretrained, save_pretrained
 from .config import PLDRConfig
-from .env import fast_mode, pick, setup
 from .mlp import (
     FullBilinearAttentionMLP,
     GatedMLP,
@@ -31,13 +30,10 @@ __all__ = [
     "KeyValueMLP",
     "PLDRConfig",
     "SymmetricRank1Bilinear",
-    "fast_mode",
     "load_pretrained",
     "make_mlp",
     "matched_slots",
     "mlp_cost",
-    "pick",
     "resolve",
     "save_pretrained",
-    "setup",
 ]

@@ -39,7 +39,7 @@ class GenerationMixin:
 
         * ``"none"`` — no cache: every step recomputes the whole sequence, the density over
           all tokens included;
-        * ``"kv"`` — KV cache: keys, values and the running density Σ_s q_s q_sᵀ are cached;
+        * ``"kv"`` — KV cache: keys, values and the running density Σ_s q_sᵀ q_s are cached;
           every step adds the new token's density and reruns the metric learner. The new
           token's attention is then exactly that of a full pass; positions already decoded keep
           the states they were computed with, so with the published block density and more
@@ -51,8 +51,9 @@ class GenerationMixin:
 
         ``attention_mask [B, S]`` (1 = attend, 0 = padding) masks prompt keys; without it, prompt
         tokens equal to ``pad_token_id`` are padding (the native reference's rule, see
-        :meth:`forward`). Generated tokens are never masked, whatever their id: the reference's
-        cached steps pass no mask and the HF port extends the mask with ones [gokden2025kvg].
+        :meth:`kvattn.pldr.DecoderLM.forward`). Generated tokens are never masked, whatever their
+        id: the reference's cached steps pass no mask and the HF port extends the mask with ones
+        [gokden2025kvg].
 
         ``temperature = 0`` is greedy; otherwise sampling with nucleus ``top_p`` from
         softmax(logits / temperature), which needs temperature >= the smallest normal float32
@@ -63,8 +64,9 @@ class GenerationMixin:
         Host syncs: one to check the prompt's ids and mask, one for the finiteness of the
         prompt pass's logits and one at the end, whatever n (plus the ``stop_at_eos`` checks).
 
-        Raises ``TypeError``/``ValueError`` for bad arguments (see :meth:`forward` and
-        :func:`kvattn.sampling.decoding_mode`: ``use_cache`` and ``cache`` that disagree), and
+        Raises ``TypeError``/``ValueError`` for bad arguments (see
+        :meth:`kvattn.pldr.DecoderLM.forward` and :func:`kvattn.sampling.decoding_mode`:
+        ``use_cache`` and ``cache`` that disagree), and
         ``ValueError`` when the model produces NaN or infinite logits (e.g. NaN weights).
         """
         check_decoding_args(max_new_tokens, cache, temperature, top_p)
@@ -99,17 +101,17 @@ class GenerationMixin:
         self, ids, padding, max_new_tokens, cache, temperature, top_p, generator, stop_at_eos
     ) -> Tensor:
         caches = None
-        attend = torch.zeros_like(padding[:, :1])  # a generated token: never padding
+        unpadded = torch.zeros_like(padding[:, :1])  # a generated token is never padding
         finite = []  # per step, a 0-d bool tensor: no host sync until the end
         for step in range(max_new_tokens):
             if cache == "none":
                 logits = self.forward_unchecked(ids, padding, None, None, False).logits[:, -1]
-                padding = torch.cat([padding, attend], dim=1)
+                padding = torch.cat([padding, unpadded], dim=1)
             elif caches is None:
                 out = self.forward_unchecked(ids, padding, None, cache, False)
                 logits, caches = out.logits[:, -1], out.caches
             else:
-                out = self.forward_unchecked(ids[:, -1:], attend, caches, cache, False)
+                out = self.forward_unchecked(ids[:, -1:], unpadded, caches, cache, False)
                 logits, caches = out.logits[:, -1], out.caches
             finite.append(logits.isfinite().all())
             if step == 0:

@@ -129,7 +129,7 @@ class DecoderLM(PreTrainedModel, GenerationMixin, LanguageModel):
             For incremental decoding (see :meth:`generate`): ``cache_mode`` ``"kv"`` or
             ``"kv+g"`` returns per-layer caches; passing them back processes only new tokens.
         output_pldr_attentions:
-            Also return every layer's :class:`DeductiveOutputs`.
+            Also return every layer's :class:`~kvattn.plga.DeductiveOutputs`.
 
         Raises
         ------
@@ -184,6 +184,8 @@ class DecoderLM(PreTrainedModel, GenerationMixin, LanguageModel):
         Names, for each layer ``i`` (``[B, H, d_k, d_k]`` unless said; the prefix density adds an
         S axis after H):
 
+        * ``embedded`` — the decoder's input to its first layer ``[B, S, d]`` (the embedding
+          × √d after its LayerNorm);
         * ``layer.i.A0`` — the density; ``layer.i.unit.j`` — the output of the metric learner's
           residual unit ``j`` (unit 0 follows the LayerNorm of A0); ``layer.i.A`` — the metric
           learner's output; ``layer.i.A_LM``, ``layer.i.A_P``, ``layer.i.G_LM`` (PLGA only;
@@ -203,7 +205,7 @@ class DecoderLM(PreTrainedModel, GenerationMixin, LanguageModel):
 
             return hook
 
-        handles = []
+        handles = [self.decoder.layernorm1.register_forward_hook(keep("embedded"))]
         for i, layer in enumerate(self.decoder.dec_layers):
             handles.append(layer.mha1.register_forward_hook(keep(f"layer.{i}.attention", 0)))
             handles.append(layer.register_forward_hook(keep(f"layer.{i}.output", 0)))
@@ -227,7 +229,7 @@ def _name_order(name: str) -> tuple:
     steps = ["A0", "unit", "A", "A_LM", "A_P", "G_LM", "E", "attention", "output"]
     parts = name.split(".")
     if parts[0] != "layer":
-        return (float("inf"),)
+        return (-1,) if name == "embedded" else (float("inf"),)
     return (int(parts[1]), steps.index(parts[2]), int(parts[3]) if len(parts) > 3 else 0)
 
 
@@ -259,9 +261,9 @@ class GPT(DecoderLM):
     ignored.
 
     :func:`kvattn.checkpoint.save_pretrained` writes it as the published format's identity-G
-    PLDR-LLM (``custom_G_type "identity"``), which the published loader runs as this model;
-    ``architecture`` is the value of the key that marks it (and the ``architectures`` entry
-    of GPT checkpoints written before)."""
+    PLDR-LLM (``custom_G_type "identity"``), which the published loader runs as this model.
+    ``architecture`` is the value of the ``config.json`` key that marks a checkpoint as a GPT
+    (and the ``architectures`` entry of the GPT checkpoints written before that key)."""
 
     kind = "sdpa"
     architecture = "KvattnGPTForCausalLM"

@@ -33,14 +33,21 @@ Module and parameter names reproduce the published ``state_dict`` keys
 papers' symbols (``W, b_W, P, a, b_a`` for ``Wlst, blst, pwlst, alst, balst``);
 :mod:`kvattn.checkpoint` maps between the two.
 
-Two deliberate additions, both off by default and marked as deviations:
+Two additions, both off by default and marked as deviations where they live:
 
 * ``density="prefix"``: position t's density sums over its own prefix s ≤ t only, so no
   position depends on later tokens. The published ``"block"`` density sums over the whole block,
   so during training a position's logits depend on later tokens. The prefix variant costs
   S times the memory and work of everything between the density and the scores.
-* decoding mode ``"kv"``: an exact KV cache that also caches the running density and reruns the
-  metric learner every step (the published cache freezes A at the prompt).
+* decoding mode ``"kv"``: a KV cache that also caches the running density and reruns the metric
+  learner every step (the published cache freezes A at the prompt). The new token's attention
+  is that of a full pass; earlier positions keep their states (see
+  :meth:`kvattn.generation.GenerationMixin.generate`).
+
+Where the code departs from the native reference otherwise, each place says so:
+:func:`attention_mask` (a query whose causal keys are all padding keeps them),
+:meth:`LanguageModel.reset_parameters` (the reference's ``wv`` initialisation bug is not
+reproduced), :func:`random_G` and ``cache_first_G`` (from the Hugging Face port).
 """
 
 from __future__ import annotations
@@ -232,7 +239,8 @@ def random_G(num_heads: int, d_k: int) -> Tensor:
 class LayerCache:
     """Decoding state of one attention layer: post-RoPE keys and values ``[B, H, T, d_k]``, the
     key mask ``padding`` (bool ``[B, T]``, True at blocked keys), the running density Σ qᵀ q
-    ``[B, H, d_k, d_k]`` (mode ``"kv"``) and the frozen G_LM (mode ``"kv+g"``)."""
+    ``[B, H, d_k, d_k]`` (mode ``"kv"``), and the G_LM to use and the deductive tensors
+    ``frozen`` of the prompt's pass (mode ``"kv+g"``)."""
 
     k: Tensor
     v: Tensor
@@ -391,7 +399,7 @@ class Attention(nn.Module):
             return q @ cache.G_LM, outputs, (None, cache.G_LM, f)
         previous = cache.density if cache is not None else None
         if self.cfg.density == "prefix":
-            # One density per position t: Σ_{s ≤ t} q_s q_sᵀ (a deviation from the reference).
+            # One density per position t: Σ_{s ≤ t} q_sᵀ q_s (a deviation from the reference).
             per_pos = torch.einsum("bhsi,bhsj->bhsij", q, q).cumsum(dim=2)
             if previous is not None:
                 per_pos = per_pos + previous[:, :, None]
@@ -447,7 +455,7 @@ class Decoder(nn.Module):
     def forward(self, ids, key_padding=None, caches=None, cache_mode=None, need_outputs=False):
         x = self.layernorm1(self.embedding(ids) * self.scale)
         start = caches[0].length if caches else 0
-        # one mask for every layer (built per layer, it is a sizeable part of a decoding step)
+        # one mask for every layer: built per layer, it would be a sizeable part of a step
         mask = attention_mask(ids.shape[1], start + ids.shape[1], key_padding, ids.device)
         new_caches, all_outputs = [], []
         for i, layer in enumerate(self.dec_layers):

@@ -13,7 +13,7 @@ PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 class PlotlyJsonTwin:
     """Skip plotly's JSON output in the book, quietly.
 
-    :func:`kvattn.env.use_book_renderer` emits every figure twice: as plotly JSON (for live
+    :func:`kvattn.course.env.use_book_renderer` emits every figure twice: as plotly JSON (for live
     Jupyter front ends) and as HTML (for the book). MyST-NB renders every mimetype of a bundle
     before choosing one and warns about the JSON it does not know, which ``-W`` turns into a
     failed build. This plugin renders the JSON twin as nothing; the book shows the HTML.

@@ -34,10 +34,10 @@ from .. import diagnostics
 from .._checks import check_int
 from ..ablations import constant_g_from, generation_mode_logits
 from ..data import blocks
-from ..env import pick
 from ..pldr import PLDRLLM
 from ..readings import check_finding
 from ..stats import t_interval
+from .env import pick
 
 #: The widest line :func:`format_findings` prints (the text column of the book at 1280 px).
 MAX_WIDTH = 80

@@ -9,19 +9,21 @@
 
 Both faces call the same compute function, in the domain module the explorer's module names.
 
-=========================================  ==========  =====================================
-module                                     chapter     faces
-=========================================  ==========  =====================================
-:mod:`kvattn.course.explorers.slot`               1           ``figure``, ``widget``
-:mod:`kvattn.course.explorers.cost`               2           ``widget``
-:mod:`kvattn.course.explorers.interaction`        3           ``figure``, ``widget``
-:mod:`kvattn.course.explorers.symmetry`           4           ``figure``, ``widget``
-:mod:`kvattn.course.explorers.paired`             5           ``widget``
-:mod:`kvattn.course.explorers.attention`          6           ``figure``, ``widget``
-:mod:`kvattn.course.explorers.deductive`          7, 9        ``figure``, ``widget``
-:mod:`kvattn.course.explorers.generation`         8, 11       ``widget``
-:mod:`kvattn.course.explorers.twirl`              10          ``figure``, ``widget``
-=========================================  ==========  =====================================
+Each module is ``kvattn.course.explorers.<name>``:
+
+===============  =======  ======================
+module           chapter  faces
+===============  =======  ======================
+``slot``         1        ``figure``, ``widget``
+``cost``         2        ``widget``
+``interaction``  3        ``figure``, ``widget``
+``symmetry``     4        ``figure``, ``widget``
+``paired``       5        ``widget``
+``attention``    6        ``figure``, ``widget``
+``deductive``    7, 9     ``figure``, ``widget``
+``generation``   8, 11    ``widget``
+``twirl``        10       ``figure``, ``widget``
+===============  =======  ======================
 
 Arguments are checked before anything is drawn or any widget is built
 (:mod:`kvattn.course.plots.checks`): a value outside a slider's range, a choice that is not offered,
