@@ -235,7 +235,7 @@ def test_api_pages_link_definitions_to_the_chapter_that_teaches_them():
     and section teach it, with a link (book/_ext/taught_in.py); one it is not used by has none."""
     html = (HTML / "book" / "api" / "diagnostics.html").read_text(encoding="utf-8")
     start = html.index('id="kvattn.diagnostics.measures.perron_frobenius"')
-    entry = html[start : html.index("</dd>", start)]
+    entry = html[start : html.index('<dt class="sig sig-object py"', start + 1)]  # to the next
     assert "Taught in" in entry
     assert 'href="../../notebooks/07_plga_piece_by_piece.html"' in entry
     assert "Positivity and the Perron–Frobenius eigenpair" in entry
