@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import kvattn.pldr as pldr
 import kvattn.plga as plga
 from kvattn.ablations import constant_g_from, generation_mode_loss
 from kvattn.config import CACHE_MODES, EPSILON_A, PLDRConfig, published_110m_config
@@ -1551,3 +1552,14 @@ def test_activations_refuse_bad_ids_and_leave_no_hook():
         model.activations(torch.tensor([[1, V + 3]]))
     layers = model.decoder.dec_layers
     assert all(not m._forward_hooks for layer in layers for m in layer.modules())
+
+
+def test_per_layer_reads_one_name_of_every_layer_in_order():
+    model = make(num_reslayerA=2)
+    acts = model.activations(rand_ids(1, 5))
+    L = model.config.num_hidden_layers
+    G = pldr.per_layer(acts, "G_LM")
+    assert len(G) == L and all(torch.equal(G[i], acts[f"layer.{i}.G_LM"]) for i in range(L))
+    assert torch.equal(pldr.per_layer(acts, "unit.1")[0], acts["layer.0.unit.1"])
+    with pytest.raises(KeyError, match=r"layer\.<i>\.G_LM"):
+        pldr.per_layer(make(GPT).activations(rand_ids(1, 5)), "G_LM")

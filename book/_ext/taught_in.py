@@ -136,8 +136,9 @@ def _plain(title: str) -> str:
 
 
 def _add_lesson(app, what, name, obj, options, lines) -> None:
-    lesson = app.env.kvattn_taught_in.get(home(obj) or "")
-    if lesson is None or home(obj) != name:
+    key = home(obj)
+    lesson = app.env.kvattn_taught_in.get(key or "")
+    if lesson is None or key != name:
         return  # taught elsewhere, or the same object documented under another name
     where = f"chapter {lesson.chapter}" + (f", {_plain(lesson.section)}" if lesson.section else "")
     lines += ["", f"*Taught in* :doc:`{where} </{lesson.document}>`."]

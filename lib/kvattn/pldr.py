@@ -224,6 +224,21 @@ class DecoderLM(PreTrainedModel, GenerationMixin, LanguageModel):
         return dict(sorted(found.items(), key=lambda item: _name_order(item[0])))
 
 
+def per_layer(acts: dict[str, Tensor], name: str) -> list[Tensor]:
+    """The tensor ``name`` (``"A_LM"``, ``"G_LM"``, ``"E"``, …) of every layer, in layer order,
+    from what :meth:`DecoderLM.activations` returned.
+
+    Raises
+    ------
+    KeyError
+        No layer holds ``name`` (a GPT has no ``"G_LM"``; a unit's output is ``"unit.j"``).
+    """
+    found = [v for k, v in acts.items() if k.startswith("layer.") and k.split(".", 2)[2] == name]
+    if not found:
+        raise KeyError(f"no layer.<i>.{name} in these activations")
+    return found
+
+
 def _name_order(name: str) -> tuple:
     # layer by layer, in the order the pass computes them; logits last
     steps = ["A0", "unit", "A", "A_LM", "A_P", "G_LM", "E", "attention", "output"]
